@@ -1,0 +1,59 @@
+# ares: set-up, tests, demo, benchmarks and one target per pipeline stage.
+# `make demo` and `make test` each create .venv first when it is missing.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+TORCH_VERSION ?= 2.13.0
+ARES   := $(BIN)/ares
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup test test-all lint format demo bench pipeline clean help
+
+help:
+	@echo "make demo    set up and run the whole pipeline on the embedded toy world"
+	@echo "make test    set up and run the tests (CPU)"
+	@echo "make lint    ruff check + ruff format --check"
+	@echo "make bench   run benchmarks/ (JSON lines into benchmarks/results/)"
+	@echo "make pipeline PIPELINE=toy   run pipelines/<name>.yaml stage by stage"
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	@# CPU build of torch on machines without CUDA; the CUDA build otherwise.
+	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+	  $(BIN)/pip install -q "torch<=2.14.1"; \
+	else \
+	  $(BIN)/pip install -q "torch==$(TORCH_VERSION)+cpu" 2>/dev/null \
+	  || $(BIN)/pip install -q "torch==$(TORCH_VERSION)" --index-url https://download.pytorch.org/whl/cpu; \
+	fi
+	$(BIN)/pip install -q -e ".[dev]"
+	@# DeepSpeed builds against the installed torch (no isolated build env that would pull another torch).
+	DS_BUILD_OPS=0 $(BIN)/pip install -q --no-build-isolation "deepspeed>=0.15"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not gpu" --timeout=600
+
+lint: $(STAMP)
+	$(BIN)/ruff check ares_cli tests benchmarks
+	$(BIN)/ruff format --check ares_cli tests benchmarks
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix ares_cli tests benchmarks
+	$(BIN)/ruff format ares_cli tests benchmarks
+
+demo: $(STAMP)
+	$(BIN)/python -m ares_cli.demo --artifacts-root artifacts
+
+bench: $(STAMP)
+	mkdir -p benchmarks/results
+	for b in benchmarks/bench_*.py; do \
+	  echo "== $$b" >&2; $(BIN)/python $$b | tee -a benchmarks/results/$$(date +%Y%m%d).jsonl || exit 1; \
+	done
+
+clean:
+	rm -rf artifacts .pytest_cache .ruff_cache

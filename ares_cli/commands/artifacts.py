@@ -1,0 +1,73 @@
+"""``ares artifacts ls|show|lineage|verify``: inspect what is on disk."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from ares_cli.artifacts import ArtifactStore
+from ares_cli.console import emit, options
+
+app = typer.Typer(help="Inspect stored artifacts: list, show manifests, trace lineage, verify hashes.",
+                  no_args_is_help=True)
+
+ArtifactRef = Annotated[str, typer.Argument(help="Artifact id (or unique prefix) or directory.")]
+
+
+@app.command("ls")
+def ls_command(
+    ctx: typer.Context,
+    stage: Annotated[str | None, typer.Option(help="Only this stage.")] = None,
+) -> None:
+    """List artifacts, newest first (partial ones included)."""
+    opts = options(ctx)
+    entries = ArtifactStore(opts.artifacts_root).list(stage)
+    if not opts.json:
+        from rich.table import Table
+
+        table = Table("artifact", "status", "created", "rows", "bytes")
+        for e in entries:
+            table.add_row(e["artifact_id"], e["status"], e["created"] or "-", str(e.get("rows", "-")),
+                          str(e.get("bytes", "-")))
+        opts.console.print(table)
+    emit(opts, {"artifacts": entries}, text="\n".join(e["path"] for e in entries))
+
+
+@app.command("show")
+def show_command(ctx: typer.Context, ref: ArtifactRef) -> None:
+    """Print an artifact's manifest (JSON on stdout)."""
+    opts = options(ctx)
+    manifest = ArtifactStore(opts.artifacts_root).manifest(ref)
+    emit(opts, manifest, text=json.dumps(manifest, indent=2, sort_keys=True))
+
+
+@app.command("lineage")
+def lineage_command(ctx: typer.Context, ref: ArtifactRef) -> None:
+    """Show the tree of inputs an artifact was built from."""
+    opts = options(ctx)
+    tree = ArtifactStore(opts.artifacts_root).lineage(ref)
+    emit(opts, tree, text="\n".join(_tree_lines(tree)))
+
+
+def _tree_lines(node: dict, indent: str = "") -> list[str]:
+    lines = [f"{indent}{node['artifact_id']}"] if indent == "" else []
+    for item in node["inputs"]:
+        label = item.get("artifact_id") or f"{item['path']} (sha256 {item['sha256'][:12]})"
+        if item.get("missing"):
+            label += " [missing]"
+        lines.append(f"{indent}└─ {item['role']}: {label}")
+        if item.get("inputs"):
+            lines.extend(_tree_lines(item, indent + "   "))
+    return lines
+
+
+@app.command("verify")
+def verify_command(ctx: typer.Context, refs: Annotated[list[str], typer.Argument(help="Artifacts to verify; all when omitted.")] = None) -> None:  # noqa: E501
+    """Re-hash every file of the artifacts; exit 4 naming each file that does not match."""
+    opts = options(ctx)
+    store = ArtifactStore(opts.artifacts_root)
+    targets = refs or [e["path"] for e in store.list() if e["status"] == "complete"]
+    results = [store.verify(ref) for ref in targets]
+    emit(opts, {"verified": results}, text="\n".join(f"{r['artifact_id']}: ok ({r['files']} files)" for r in results))

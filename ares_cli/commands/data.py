@@ -1,0 +1,99 @@
+"""``ares data check|list``: validate and summarise problem datasets; list the known manifests."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Annotated
+
+import typer
+
+from ares_cli.console import emit, options
+
+app = typer.Typer(help="Problem datasets: validate and summarise, list manifests.", no_args_is_help=True)
+
+
+@app.command("check")
+def check_command(
+    ctx: typer.Context,
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="Manifest name, .yaml manifest, .jsonl/.json/.parquet file, or hf:org/name[:cfg][@split]."
+        ),
+    ],
+    field_map: Annotated[
+        str | None,
+        typer.Option(
+            "--field-map", help="Record field=source column, e.g. problem=question,answer=solution,id=index."
+        ),
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Check only the first N rows.")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="JSON summary on stdout.")] = False,
+) -> None:
+    """Validate every row (exit 3 naming each bad row and field) and summarise the dataset."""
+    from ares_cli.data.summary import check_source
+
+    opts = options(ctx)
+    if json_output and not opts.json:
+        opts = dataclasses.replace(opts, json=True)
+    summary = check_source(source, field_map=field_map, limit=limit)
+    if opts.verbosity >= 0:
+        _print_summary(opts.console, summary)
+    prov = summary["provenance"]
+    emit(
+        opts,
+        summary,
+        text=f"ok: {summary['rows']} rows from {prov['path_or_id']} (sha256 {prov['sha256'][:12]})",
+    )
+
+
+@app.command("list")
+def list_command(ctx: typer.Context) -> None:
+    """List the dataset manifests found (repository data_manifests/ and $ARES_MANIFESTS)."""
+    from ares_cli.data.manifests import list_manifests, parse_manifest
+
+    opts = options(ctx)
+    entries = []
+    for name, path in list_manifests().items():
+        m = parse_manifest(path)
+        src = m.source
+        where = f"hf:{src.id}" if hasattr(src, "id") else src.spec
+        entries.append({"name": name, "source": where, "expected_rows": m.expected_rows, "licence": m.licence,
+                        "path": str(path)})  # fmt: skip
+    if not opts.json and opts.verbosity >= 0:
+        from rich.table import Table
+
+        table = Table("name", "source", "rows", "licence")
+        for e in entries:
+            table.add_row(e["name"], e["source"], str(e["expected_rows"] or "-"), e["licence"])
+        opts.console.print(table)
+    emit(opts, {"manifests": entries}, text="\n".join(e["name"] for e in entries))
+
+
+def _print_summary(console, summary: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{summary['source']}: {summary['rows']} valid rows", show_header=True)
+    table.add_column("property")
+    table.add_column("value")
+    table.add_row("sources", _counts(summary["sources"]))
+    table.add_row("answer types", _counts(summary["answer_types"]))
+    table.add_row("difficulty", _counts(summary["difficulty"]) or "-")
+    for key in ("problem_chars", "answer_chars"):
+        s = summary[key]
+        table.add_row(
+            key.replace("_", " "), f"min {s['min']}  mean {s['mean']}  median {s['median']}  max {s['max']}"
+        )
+    table.add_row("with images", str(summary["with_images"]))
+    table.add_row("meta keys", ", ".join(summary["meta_keys"]) or "-")
+    prov = summary["provenance"]
+    table.add_row(
+        "provenance", json.dumps({k: prov.get(k) for k in ("kind", "name", "path_or_id", "revision")})
+    )
+    table.add_row("sha256", prov["sha256"])
+    console.print(table)
+
+
+def _counts(counts: dict) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in counts.items())

@@ -1,0 +1,205 @@
+"""Typed stage configs with one precedence rule: dataclass defaults < YAML (``--config``) < ``--set`` / flags.
+
+Every field carries its paper default and a one-line ``help`` in ``field(metadata=...)``. Unknown keys are
+rejected with the list of valid ones; nested dataclasses are addressed with dotted keys (``aepo.window=4``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ares_cli.errors import UsageError
+
+T = TypeVar("T")
+
+
+def option(default: Any, help: str, **kwargs: Any) -> Any:
+    """A dataclass field with a default and a one-line description."""
+    if isinstance(default, (list, dict, set)) or dataclasses.is_dataclass(default):
+        factory = (lambda d=default: type(d)(d)) if not dataclasses.is_dataclass(default) else type(default)
+        return dataclasses.field(default_factory=factory, metadata={"help": help, **kwargs})
+    return dataclasses.field(default=default, metadata={"help": help, **kwargs})
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(value: Any, annotation: Any, key: str) -> Any:
+    """Convert a YAML/CLI value to the annotated type, or raise a UsageError naming the key."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, arg, key)
+            except UsageError:
+                continue
+        raise UsageError(f"config key '{key}': {value!r} is not a valid {annotation}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise UsageError(f"config key '{key}': {value!r} is not one of {', '.join(map(str, args))}")
+        return value
+    if origin in (list, tuple):
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise UsageError(f"config key '{key}': expected a list, got {value!r}")
+        inner = args[0] if args else Any
+        items = [_coerce(v, inner, key) for v in value]
+        return tuple(items) if origin is tuple else items
+    if origin is dict or annotation is dict:
+        if not isinstance(value, dict):
+            raise UsageError(f"config key '{key}': expected a mapping, got {value!r}")
+        return dict(value)
+    if annotation is Any:
+        return value
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise UsageError(f"config key '{key}': expected true/false, got {value!r}")
+    if annotation is int:
+        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and _is_int(value))):
+            raise UsageError(f"config key '{key}': expected an integer, got {value!r}")
+        return int(value)
+    if annotation is float:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"config key '{key}': expected a number, got {value!r}") from None
+    if annotation is str:
+        if isinstance(value, (dict, list)):
+            raise UsageError(f"config key '{key}': expected a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def _is_int(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _apply(obj: Any, updates: dict[str, Any], prefix: str = "") -> Any:
+    """Return a copy of dataclass ``obj`` with nested ``updates`` applied (unknown keys rejected)."""
+    hints = _field_types(type(obj))
+    names = {f.name for f in dataclasses.fields(obj)}
+    changes = {}
+    for name, value in updates.items():
+        key = f"{prefix}{name}"
+        if name not in names:
+            valid = ", ".join(sorted(f"{prefix}{n}" for n in names))
+            raise UsageError(f"unknown config key '{key}'; valid keys: {valid}")
+        current = getattr(obj, name)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(value, dict):
+                raise UsageError(f"config key '{key}' is a section; set its fields as {key}.<field>")
+            changes[name] = _apply(current, value, prefix=f"{key}.")
+        else:
+            changes[name] = _coerce(value, hints[name], key)
+    return dataclasses.replace(obj, **changes)
+
+
+def parse_sets(pairs: list[str]) -> dict[str, Any]:
+    """``["a.b=1", "c=x"]`` → nested dict, values parsed as YAML scalars."""
+    import yaml
+
+    nested: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise UsageError(f"--set expects key=value, got '{pair}'")
+        key, raw = pair.split("=", 1)
+        try:
+            value = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError:
+            value = raw
+        node = nested
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return nested
+
+
+def load_yaml(path: Path | str | None, *, section: str | None = None) -> dict[str, Any]:
+    """Read a YAML config (optionally one top-level section of a pipeline file)."""
+    if path is None:
+        return {}
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise UsageError(f"{path}: invalid YAML ({err})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a mapping at the top level")
+    if section is not None and section in data and isinstance(data[section], dict):
+        data = data[section]
+    return data
+
+
+def resolve(
+    cls: type[T],
+    *,
+    yaml_path: Path | str | None = None,
+    sets: list[str] | None = None,
+    flags: dict[str, Any] | None = None,
+    section: str | None = None,
+) -> T:
+    """Build a config: defaults < YAML < ``--set`` < explicit flags (flags whose value is None are unset)."""
+    config = cls()
+    config = _apply(config, load_yaml(yaml_path, section=section))
+    config = _apply(config, parse_sets(sets or []))
+    explicit = {k: v for k, v in (flags or {}).items() if v is not None}
+    return _apply(config, parse_sets([]) | _nest(explicit))
+
+
+def _nest(flat: dict[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for key, value in flat.items():
+        node = nested
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return nested
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """Plain-JSON form of a config (Paths as strings, tuples as lists)."""
+    return _jsonable(dataclasses.asdict(config))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def describe(cls: type) -> list[tuple[str, Any, str]]:
+    """(dotted key, default, help) for every field, recursively: the reference table for docs and --help."""
+    rows = []
+    for f in dataclasses.fields(cls):
+        default = cls().__getattribute__(f.name)
+        if dataclasses.is_dataclass(default):
+            rows.extend((f"{f.name}.{k}", d, h) for k, d, h in describe(type(default)))
+        else:
+            rows.append((f.name, default, f.metadata.get("help", "")))
+    return rows

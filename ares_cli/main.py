@@ -1,0 +1,65 @@
+"""The root ``ares`` command: shared options, command groups, and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from typer.core import TyperGroup
+
+from ares_cli.commands import artifacts, data, stages, toy
+from ares_cli.console import GlobalOptions
+from ares_cli.errors import EXIT_INTERRUPTED, AresError
+
+
+class AresGroup(TyperGroup):
+    """Maps :class:`AresError` to its exit code and Ctrl-C to 130, for every subcommand."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except AresError as err:
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(err.exit_code) from None
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+app = typer.Typer(
+    cls=AresGroup,
+    name="ares",
+    help="Difficulty-adaptive reasoning RL: ARES (AdaCS + AEPO), PAEC and RLVR baselines.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    artifacts_root: Annotated[
+        Path, typer.Option("--artifacts-root", envvar="ARES_ARTIFACTS", help="Where artifacts are stored.")
+    ] = Path("artifacts"),
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More log lines.")] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only errors on stderr.")] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Machine-readable JSON result on stdout.")] = False,
+) -> None:
+    """Shared options; each stage reads and writes versioned artifacts under --artifacts-root."""
+    ctx.obj = GlobalOptions(artifacts_root=artifacts_root, verbosity=-1 if quiet else verbose, json=json_output)
+
+
+stages.register(app)
+app.add_typer(artifacts.app, name="artifacts", rich_help_panel="Inspection")
+app.add_typer(data.app, name="data", rich_help_panel="Inspection")
+app.add_typer(toy.app, name="toy", rich_help_panel="Toy world")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(app())

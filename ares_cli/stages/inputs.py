@@ -1,0 +1,44 @@
+"""Resolving a stage's inputs (models and datasets) to paths plus content-hashed :class:`InputRef` s."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ares_cli.artifacts import MANIFEST, ArtifactStore, InputRef, canonical_json, sha256_file, sha256_text
+from ares_cli.errors import InputError
+
+MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+               "special_tokens_map.json", "chat_template.jinja")
+
+
+def resolve_model(store: ArtifactStore, ref: str | Path, *, role: str = "model") -> tuple[str, InputRef]:
+    """A model given as an artifact id/dir (its ``model/``), a local directory, or an HF hub id.
+
+    Artifacts are keyed by their id and output hashes; local directories by the sha256 of their files;
+    hub ids by the id string (pin a revision in the id, ``org/name@rev``, for reproducible keys).
+    """
+    path = Path(ref)
+    if path.is_dir() and (path / "config.json").is_file() and not (path / MANIFEST).is_file():
+        digest = sha256_text(canonical_json({p.relative_to(path).as_posix(): sha256_file(p)
+                                             for p in sorted(path.rglob("*")) if p.is_file()}))
+        return str(path), InputRef(role=role, path=str(path), sha256=digest)
+    try:
+        directory = store.resolve(ref)
+    except InputError:
+        directory = None
+    if directory is not None:
+        model_dir = directory / "model"
+        if not (model_dir / "config.json").is_file():
+            raise InputError(f"artifact {directory.name} holds no model (no model/config.json)")
+        return str(model_dir), store.input_ref(role, directory)
+    text = str(ref)
+    if path.exists() or text.startswith((".", "/")) or text.count("/") != 1:
+        raise InputError(f"model '{text}' is neither an artifact, a model directory, nor an HF id")
+    return text, InputRef(role=role, path=text, sha256=sha256_text(text))
+
+
+def dataset_ref(records: list[dict[str, Any]], provenance: dict[str, Any], *, role: str = "data") -> InputRef:
+    """An InputRef for loaded problems, keyed by the records themselves (after field map and limit)."""
+    label = provenance.get("path_or_id") or provenance.get("name") or "data"
+    return InputRef(role=role, path=str(label), sha256=sha256_text(canonical_json(records)))

@@ -1,0 +1,199 @@
+"""``ares passrate``: K graded samples per problem -> pass rates, difficulty buckets and lengths.
+
+Writes ``problems.jsonl`` (the dataset as loaded), ``samples.jsonl`` (one row per problem and sample),
+``passrates.jsonl`` and summary statistics in the manifest. ``--shard i/n`` runs every n-th problem;
+:func:`merge_shards` combines the shards into one artifact with the same rows as an unsharded run.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ares_cli.artifacts import ArtifactStore, InputRef
+from ares_cli.config import option, to_dict
+from ares_cli.data.jsonl import read_jsonl, write_jsonl
+from ares_cli.errors import InputError, UsageError
+from ares_cli.stages.sampling import SAMPLE_KEY, SamplingConfig
+
+CODE_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class PassrateConfig(SamplingConfig):
+    """Pass-rate estimation (ARES section 3.1): sampling settings plus difficulty-bucket rules."""
+
+    easy_frac: float = option(0.75, "Easy when n_correct >= easy_frac*k (6/8; ARES appendix G).")
+    hard_frac: float = option(0.25, "Hard when n_correct <= hard_frac*k (2/8; ARES appendix G).")
+    shard: str | None = option(None, "Run shard i of n ('i/n', every n-th problem from i).")
+
+
+def parse_shard(spec: str | None) -> tuple[int, int] | None:
+    if spec is None:
+        return None
+    try:
+        index, count = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard expects i/n (e.g. 0/4), got '{spec}'") from None
+    if not (count >= 1 and 0 <= index < count):
+        raise UsageError(f"--shard {spec}: need 0 <= i < n")
+    return index, count
+
+
+def passrate_records(problems: list[dict[str, Any]], samples: list[dict[str, Any]], cfg: PassrateConfig):
+    """One pass-rate record per problem (DESIGN.md schema); k is the number of graded samples."""
+    from ares_cli.algorithms.aepo import difficulty_bucket
+
+    by_problem: dict[str, list[dict[str, Any]]] = {}
+    for row in samples:
+        by_problem.setdefault(row["problem_id"], []).append(row)
+    records = []
+    for problem in sorted(problems, key=lambda p: p["id"]):
+        rows = by_problem.get(problem["id"], [])
+        if not rows:
+            raise InputError(f"problem {problem['id']} has no samples")
+        n_correct = sum(r["grade"] == "correct" for r in rows)
+        lengths = [r["n_tokens"] for r in rows]
+        records.append({
+            "problem_id": problem["id"], "source": problem.get("source", "default"), "k": len(rows),
+            "n_correct": n_correct, "pass_rate": n_correct / len(rows),
+            "bucket": difficulty_bucket(n_correct, len(rows), cfg.easy_frac, cfg.hard_frac),
+            "len_mean": statistics.fmean(lengths), "len_median": float(statistics.median(lengths)),
+        })  # fmt: skip
+    return records
+
+
+def summary_stats(records: list[dict[str, Any]], samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per source: pass-rate histogram, bucket fractions, median length of pass-rate 0 and 1 problems,
+    and the mean within-problem coefficient of variation of response lengths."""
+    lengths: dict[str, list[int]] = {}
+    for row in samples:
+        lengths.setdefault(row["problem_id"], []).append(row["n_tokens"])
+    per_source: dict[str, Any] = {}
+    for source in sorted({r["source"] for r in records}):
+        recs = [r for r in records if r["source"] == source]
+        hist: dict[str, int] = {}
+        for r in sorted(recs, key=lambda r: r["n_correct"]):
+            label = f"{r['n_correct']}/{r['k']}"
+            hist[label] = hist.get(label, 0) + 1
+        buckets = {b: sum(r["bucket"] == b for r in recs) / len(recs) for b in ("easy", "medium", "hard")}
+        cvs = [statistics.pstdev(v) / statistics.fmean(v) for pid in (r["problem_id"] for r in recs)
+               if (v := lengths[pid]) and statistics.fmean(v) > 0]
+
+        def median_len(rate: float, recs=recs) -> float | None:
+            values = [n for r in recs if r["pass_rate"] == rate for n in lengths[r["problem_id"]]]
+            return float(statistics.median(values)) if values else None
+
+        per_source[source] = {
+            "problems": len(recs), "pass_rate_mean": statistics.fmean(r["pass_rate"] for r in recs),
+            "histogram": hist, "bucket_fractions": buckets, "len_median_pass0": median_len(0.0),
+            "len_median_pass1": median_len(1.0), "length_cv_mean": statistics.fmean(cvs) if cvs else None,
+        }  # fmt: skip
+    grades: dict[str, int] = {}
+    for row in samples:
+        grades[row["grade"]] = grades.get(row["grade"], 0) + 1
+    return {"problems": len(records), "samples": len(samples), "grades": grades, "sources": per_source}
+
+
+def run_passrate(
+    store: ArtifactStore,
+    *,
+    model: str | None,
+    data: str,
+    cfg: PassrateConfig,
+    force: bool = False,
+    log: Callable[[str], None] = print,
+) -> tuple[Any, dict[str, Any]]:
+    """Run (or resume, or find up to date) a passrate stage; returns (StageRun, stats)."""
+    from ares_cli.data.loader import load_problems
+    from ares_cli.stages.inputs import dataset_ref, resolve_model
+
+    loaded = load_problems(data, limit=cfg.limit)
+    problems = sorted(loaded.records, key=lambda p: p["id"])
+    shard = parse_shard(cfg.shard)
+    if shard is not None:
+        problems = problems[shard[0] :: shard[1]]
+    inputs: list[InputRef] = [dataset_ref(loaded.records, loaded.provenance)]
+    model_path = None
+    if cfg.backend == "replay":
+        if not cfg.replay_file:
+            raise UsageError("--backend replay needs replay_file (--set replay_file=PATH)")
+        inputs.append(store.input_ref("completions", cfg.replay_file))
+        if model is not None:
+            model_path, ref = resolve_model(store, model)
+            inputs.append(ref)
+    else:
+        if model is None:
+            raise UsageError("--model is required")
+        model_path, ref = resolve_model(store, model)
+        inputs.append(ref)
+    run = store.open_stage("passrate", code_version=CODE_VERSION, config=to_dict(cfg), inputs=inputs,
+                           seeds={"seed": cfg.seed}, force=force)
+    if run.up_to_date:
+        return run, store.manifest(run.final_dir)["stats"]
+    write_jsonl(run.work_dir / "problems.jsonl", problems)
+    rows = run.rows("samples.jsonl", SAMPLE_KEY)
+    if run.resumed:
+        log(f"passrate: resuming {run.artifact_id} with {len(rows)} samples already graded")
+    stats = _sample(problems, rows, cfg, model_path, log)
+    samples = list(rows.rows.values())
+    records = passrate_records(problems, samples, cfg)
+    write_jsonl(run.work_dir / "passrates.jsonl", records)
+    summary = summary_stats(records, samples) | {"timing": stats, "shard": cfg.shard}
+    run.finalize(summary)
+    return run, summary
+
+
+def _sample(problems, rows, cfg: SamplingConfig, model_path, log) -> dict[str, float]:
+    from ares_cli.grading import GradingPool
+    from ares_cli.stages.sampling import open_backend, sample_and_grade
+
+    if all((p["id"], i) in rows for p in problems for i in range(cfg.k)):
+        return {"generate_s": 0.0, "grade_s": 0.0, "generated_rows": 0}
+    backend = open_backend(cfg, model_path)
+
+    def progress(done: int, total: int, seconds: float) -> None:
+        log(f"  {done}/{total} problems  {seconds:.1f}s")
+
+    with GradingPool(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s) as pool:
+        return sample_and_grade(problems, rows, cfg=cfg, backend=backend, pool=pool, progress=progress)
+
+
+def merge_shards(store: ArtifactStore, refs: list[str], *, force: bool = False):
+    """Combine ``--shard i/n`` artifacts into one artifact equal in rows to an unsharded run."""
+    manifests = [store.manifest(ref) for ref in refs]
+    for m in manifests:
+        if m["stage"] != "passrate" or not m["config"].get("shard"):
+            raise InputError(f"{m['artifact_id']} is not a passrate shard")
+    base = {k: v for k, v in manifests[0]["config"].items() if k != "shard"}
+    for m in manifests[1:]:
+        if {k: v for k, v in m["config"].items() if k != "shard"} != base:
+            raise InputError(f"{m['artifact_id']}: config differs from {manifests[0]['artifact_id']}")
+        if [i["sha256"] for i in m["inputs"]] != [i["sha256"] for i in manifests[0]["inputs"]]:
+            raise InputError(f"{m['artifact_id']}: inputs differ from {manifests[0]['artifact_id']}")
+    shards = sorted(parse_shard(m["config"]["shard"]) for m in manifests)
+    count = shards[0][1]
+    if shards != [(i, count) for i in range(count)]:
+        raise InputError(f"shards {[f'{i}/{n}' for i, n in shards]} do not cover 0..{count - 1} of {count}")
+    cfg = PassrateConfig(**{**base, "stop": base.get("stop", [])})
+    inputs = [store.input_ref(f"shard{i}", store.resolve(m["artifact_id"]))
+              for i, m in enumerate(sorted(manifests, key=lambda m: m["config"]["shard"]))]
+    run = store.open_stage("passrate", code_version=CODE_VERSION, config=to_dict(cfg), inputs=inputs,
+                           seeds={"seed": cfg.seed}, force=force)
+    if run.up_to_date:
+        return run, store.manifest(run.final_dir)["stats"]
+    problems, rows = [], run.rows("samples.jsonl", SAMPLE_KEY)
+    for m in manifests:
+        directory = store.resolve(m["artifact_id"])
+        problems += read_jsonl(directory / "problems.jsonl")
+        rows.write([r for r in read_jsonl(directory / "samples.jsonl") if rows.key(r) not in rows])
+    problems.sort(key=lambda p: p["id"])
+    write_jsonl(run.work_dir / "problems.jsonl", problems)
+    samples = list(rows.rows.values())
+    records = passrate_records(problems, samples, cfg)
+    write_jsonl(run.work_dir / "passrates.jsonl", records)
+    summary = summary_stats(records, samples) | {"merged_from": [m["artifact_id"] for m in manifests]}
+    run.finalize(summary)
+    return run, summary

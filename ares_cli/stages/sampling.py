@@ -1,0 +1,122 @@
+"""Generate K samples per problem and grade them, appending sample rows to a resumable RowLog.
+
+Shared by ``ares passrate`` and ``ares eval``. Problems are processed in fixed chunks; each sample's seed
+depends only on (base seed, problem id, sample index), so a resumed run regenerates exactly the text an
+uninterrupted run would have produced and appends only the rows that are missing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ares_cli.config import option
+
+SAMPLE_KEY = ("problem_id", "sample_idx")
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Generation and grading settings shared by passrate and eval."""
+
+    backend: str = option("auto", "Generation backend: auto (vllm if present with a GPU, else hf), hf, vllm, replay.")
+    k: int = option(8, "Samples per problem.")
+    temperature: float = option(1.0, "Sampling temperature (0 = greedy).")
+    top_p: float = option(1.0, "Nucleus sampling mass.")
+    max_new_tokens: int = option(1024, "Explicit generation budget per sample.")
+    seed: int = option(0, "Base seed; each (problem, sample) derives its own seed from it.")
+    system_prompt: str | None = option(None, "Optional system message.")
+    prompt_template: str | None = option(None, "Python format string with {problem} for the user message.")
+    stop: list[str] = option([], "Extra stop strings.")
+    grader: str = option("math_verify", "Grader name or module:function.")
+    grade_workers: int = option(2, "Grading worker processes.")
+    grade_timeout_s: float = option(10.0, "Hard per-sample grading timeout (the worker is killed).")
+    chunk_problems: int = option(32, "Problems generated per batch; rows are written after each chunk.")
+    batch_size: int = option(64, "Rows per forward pass (hf backend).")
+    replay_file: str | None = option(None, "Completions JSONL for the replay backend.")
+    limit: int | None = option(None, "Only the first N problems of the dataset.")
+
+
+def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), max(1, size)):
+        yield items[start : start + size]
+
+
+def open_backend(cfg: SamplingConfig, model_path: str | None):
+    """The configured generation backend (hf batch size, replay file)."""
+    from ares_cli.generation import get_backend, resolve_backend_name
+
+    name = resolve_backend_name(cfg.backend)
+    if name == "hf":
+        return get_backend("hf", model_path, batch_size=cfg.batch_size)
+    if name == "replay":
+        tokenizer = model_path if model_path else None
+        return get_backend("replay", cfg.replay_file, tokenizer=tokenizer)
+    return get_backend(name, model_path)
+
+
+def backend_tokenizer(backend) -> Any:
+    tokenizer = getattr(backend, "tokenizer", None)
+    if tokenizer is None and hasattr(backend, "llm"):
+        tokenizer = backend.llm.get_tokenizer()
+    return tokenizer
+
+
+def render(cfg: SamplingConfig, tokenizer: Any, problem: dict[str, Any]) -> str:
+    from ares_cli.generation import render_prompt
+
+    if tokenizer is None:  # replay without a tokenizer: the prompt text is not used
+        return problem["problem"]
+    return render_prompt(tokenizer, problem["problem"], system_prompt=cfg.system_prompt,
+                         template=cfg.prompt_template)
+
+
+def sample_and_grade(
+    problems: list[dict[str, Any]],
+    rows,
+    *,
+    cfg: SamplingConfig,
+    backend,
+    pool,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> dict[str, float]:
+    """Fill ``rows`` (a RowLog keyed by problem_id, sample_idx) with K graded samples per problem.
+
+    Returns timing totals (generate_s, grade_s, generated_rows).
+    """
+    from ares_cli.generation import GenerationRequest, SamplingParams, seed_for
+
+    sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p,
+                              max_new_tokens=cfg.max_new_tokens, stop=tuple(cfg.stop))
+    tokenizer = backend_tokenizer(backend)
+    totals = {"generate_s": 0.0, "grade_s": 0.0, "generated_rows": 0}
+    done = sum(1 for p in problems if all((p["id"], i) in rows for i in range(cfg.k)))
+    for chunk in chunks(problems, cfg.chunk_problems):
+        todo = [p for p in chunk if any((p["id"], i) not in rows for i in range(cfg.k))]
+        if not todo:
+            continue
+        seeds = {p["id"]: tuple(seed_for(cfg.seed, p["id"], i) for i in range(cfg.k)) for p in todo}
+        requests = [GenerationRequest(prompt=render(cfg, tokenizer, p), seeds=seeds[p["id"]], key=p["id"])
+                    for p in todo]
+        started = time.perf_counter()
+        completions = backend.generate(requests, sampling)
+        totals["generate_s"] += time.perf_counter() - started
+        pending = [(p, i, c) for p, comps in zip(todo, completions, strict=True)
+                   for i, c in enumerate(comps) if (p["id"], i) not in rows]
+        started = time.perf_counter()
+        grades = pool.grade([(p["answer"], c.text) for p, _, c in pending])
+        totals["grade_s"] += time.perf_counter() - started
+        rows.write([
+            {"problem_id": p["id"], "sample_idx": i, "seed": seeds[p["id"]][i], "response": c.text,
+             "n_tokens": c.n_tokens, "finish_reason": c.finish_reason, "extracted": g.extracted,
+             "grade": g.grade, "grader": g.grader}
+            for (p, i, c), g in zip(pending, grades, strict=True)
+        ])
+        totals["generated_rows"] += len(pending)
+        done += len(todo)
+        if progress is not None:
+            progress(done, len(problems), totals["generate_s"] + totals["grade_s"])
+    return totals
+
