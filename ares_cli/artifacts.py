@@ -9,7 +9,6 @@ a complete directory means "up to date".
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import platform
@@ -23,29 +22,12 @@ from typing import Any
 
 from ares_cli import __version__
 from ares_cli.errors import InputError, IntegrityError, StageFailure
+from ares_cli.hashing import canonical_json, sha256_file, sha256_text
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
 PARTIAL_SUFFIX = ".partial"
 LOCK_FILE = ".lock"
-
-
-def sha256_file(path: Path, *, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def canonical_json(value: Any) -> str:
-    """Stable JSON text (sorted keys, no whitespace) used for hashing configs."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -320,7 +302,9 @@ class ArtifactStore:
         directory = self.resolve(ref)
         manifest = self.manifest(directory)
         outputs_hash = sha256_text(canonical_json(manifest.get("outputs", [])))
-        return InputRef(role=role, path=str(directory), sha256=outputs_hash, artifact_id=manifest["artifact_id"])
+        return InputRef(
+            role=role, path=str(directory), sha256=outputs_hash, artifact_id=manifest["artifact_id"]
+        )
 
     def list(self, stage: str | None = None) -> list[dict[str, Any]]:
         """Summaries of complete and partial artifacts, newest first."""
@@ -330,17 +314,32 @@ class ArtifactStore:
             if not directory.is_dir():
                 continue
             if directory.name.endswith(PARTIAL_SUFFIX):
-                entries.append({"artifact_id": directory.name, "stage": directory.parent.name,
-                                "status": "partial", "created": None, "path": str(directory)})
+                entries.append(
+                    {
+                        "artifact_id": directory.name,
+                        "stage": directory.parent.name,
+                        "status": "partial",
+                        "created": None,
+                        "path": str(directory),
+                    }
+                )
                 continue
             if not (directory / MANIFEST).exists():
                 continue
             manifest = self.manifest(directory)
             rows = sum(out.get("rows", 0) for out in manifest.get("outputs", []))
             size = sum(out.get("bytes", 0) for out in manifest.get("outputs", []))
-            entries.append({"artifact_id": manifest["artifact_id"], "stage": manifest["stage"],
-                            "status": manifest["status"], "created": manifest["created"],
-                            "rows": rows, "bytes": size, "path": str(directory)})
+            entries.append(
+                {
+                    "artifact_id": manifest["artifact_id"],
+                    "stage": manifest["stage"],
+                    "status": manifest["status"],
+                    "created": manifest["created"],
+                    "rows": rows,
+                    "bytes": size,
+                    "path": str(directory),
+                }
+            )
         return sorted(entries, key=lambda e: e["created"] or "9999", reverse=True)
 
     def lineage(self, ref: str | Path) -> dict[str, Any]:

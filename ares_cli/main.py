@@ -47,10 +47,14 @@ def root(
     ] = Path("artifacts"),
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More log lines.")] = 0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only errors on stderr.")] = False,
-    json_output: Annotated[bool, typer.Option("--json", help="Machine-readable JSON result on stdout.")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Machine-readable JSON result on stdout.")
+    ] = False,
 ) -> None:
     """Shared options; each stage reads and writes versioned artifacts under --artifacts-root."""
-    ctx.obj = GlobalOptions(artifacts_root=artifacts_root, verbosity=-1 if quiet else verbose, json=json_output)
+    ctx.obj = GlobalOptions(
+        artifacts_root=artifacts_root, verbosity=-1 if quiet else verbose, json=json_output
+    )
 
 
 stages.register(app)
@@ -62,4 +66,7 @@ app.add_typer(toy.app, name="toy", rich_help_panel="Toy world")
 def main() -> None:
     """Console-script entry point."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     sys.exit(app())

@@ -10,8 +10,9 @@ import typer
 from ares_cli.artifacts import ArtifactStore
 from ares_cli.console import emit, options
 
-app = typer.Typer(help="Inspect stored artifacts: list, show manifests, trace lineage, verify hashes.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Inspect stored artifacts: list, show manifests, trace lineage, verify hashes.", no_args_is_help=True
+)
 
 ArtifactRef = Annotated[str, typer.Argument(help="Artifact id (or unique prefix) or directory.")]
 
@@ -29,8 +30,13 @@ def ls_command(
 
         table = Table("artifact", "status", "created", "rows", "bytes")
         for e in entries:
-            table.add_row(e["artifact_id"], e["status"], e["created"] or "-", str(e.get("rows", "-")),
-                          str(e.get("bytes", "-")))
+            table.add_row(
+                e["artifact_id"],
+                e["status"],
+                e["created"] or "-",
+                str(e.get("rows", "-")),
+                str(e.get("bytes", "-")),
+            )
         opts.console.print(table)
     emit(opts, {"artifacts": entries}, text="\n".join(e["path"] for e in entries))
 
@@ -64,10 +70,17 @@ def _tree_lines(node: dict, indent: str = "") -> list[str]:
 
 
 @app.command("verify")
-def verify_command(ctx: typer.Context, refs: Annotated[list[str], typer.Argument(help="Artifacts to verify; all when omitted.")] = None) -> None:  # noqa: E501
+def verify_command(
+    ctx: typer.Context,
+    refs: Annotated[list[str], typer.Argument(help="Artifacts to verify; all when omitted.")] = None,
+) -> None:  # noqa: E501
     """Re-hash every file of the artifacts; exit 4 naming each file that does not match."""
     opts = options(ctx)
     store = ArtifactStore(opts.artifacts_root)
     targets = refs or [e["path"] for e in store.list() if e["status"] == "complete"]
     results = [store.verify(ref) for ref in targets]
-    emit(opts, {"verified": results}, text="\n".join(f"{r['artifact_id']}: ok ({r['files']} files)" for r in results))
+    emit(
+        opts,
+        {"verified": results},
+        text="\n".join(f"{r['artifact_id']}: ok ({r['files']} files)" for r in results),
+    )

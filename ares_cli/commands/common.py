@@ -7,20 +7,37 @@ from typing import Annotated
 
 import typer
 
-ConfigFile = Annotated[Path | None, typer.Option("--config", help="YAML config (a stage section of a pipeline file works too).")]  # noqa: E501
-SetPairs = Annotated[list[str] | None, typer.Option("--set", help="Override a config key: key=value (repeatable).")]
+ConfigFile = Annotated[
+    Path | None, typer.Option("--config", help="YAML config (a stage section of a pipeline file works too).")
+]  # noqa: E501
+SetPairs = Annotated[
+    list[str] | None, typer.Option("--set", help="Override a config key: key=value (repeatable).")
+]
 Force = Annotated[bool, typer.Option("--force", help="Recompute even when an up-to-date artifact exists.")]
 
 SAMPLING = "Sampling"
 Backend = Annotated[str | None, typer.Option(help="auto | hf | vllm | replay.", rich_help_panel=SAMPLING)]
-Temperature = Annotated[float | None, typer.Option(help="Sampling temperature (0 = greedy).", rich_help_panel=SAMPLING)]  # noqa: E501
+Temperature = Annotated[
+    float | None, typer.Option(help="Sampling temperature (0 = greedy).", rich_help_panel=SAMPLING)
+]  # noqa: E501
 TopP = Annotated[float | None, typer.Option("--top-p", help="Nucleus mass.", rich_help_panel=SAMPLING)]
-MaxNewTokens = Annotated[int | None, typer.Option("--max-new-tokens", help="Generation budget.", rich_help_panel=SAMPLING)]  # noqa: E501
+MaxNewTokens = Annotated[
+    int | None, typer.Option("--max-new-tokens", help="Generation budget.", rich_help_panel=SAMPLING)
+]  # noqa: E501
 Seed = Annotated[int | None, typer.Option(help="Base seed.", rich_help_panel=SAMPLING)]
-SystemPrompt = Annotated[str | None, typer.Option("--system-prompt", help="System message.", rich_help_panel=SAMPLING)]  # noqa: E501
-PromptTemplate = Annotated[str | None, typer.Option("--prompt-template", help="User-message format string with {problem}.", rich_help_panel=SAMPLING)]  # noqa: E501
+SystemPrompt = Annotated[
+    str | None, typer.Option("--system-prompt", help="System message.", rich_help_panel=SAMPLING)
+]  # noqa: E501
+PromptTemplate = Annotated[
+    str | None,
+    typer.Option(
+        "--prompt-template", help="User-message format string with {problem}.", rich_help_panel=SAMPLING
+    ),
+]  # noqa: E501
 Limit = Annotated[int | None, typer.Option(help="Only the first N problems.", rich_help_panel=SAMPLING)]
-Grader = Annotated[str | None, typer.Option(help="Grader name or module:function.", rich_help_panel="Grading")]
+Grader = Annotated[
+    str | None, typer.Option(help="Grader name or module:function.", rich_help_panel="Grading")
+]
 
 
 def sampling_flags(**values) -> dict:

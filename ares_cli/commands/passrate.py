@@ -7,9 +7,20 @@ from typing import Annotated
 import typer
 
 from ares_cli.commands.common import (
-    Backend, ConfigFile, Force, Grader, Limit, MaxNewTokens, PromptTemplate, Seed, SetPairs, SystemPrompt,
-    Temperature, TopP, sampling_flags,
-)  # fmt: skip
+    Backend,
+    ConfigFile,
+    Force,
+    Grader,
+    Limit,
+    MaxNewTokens,
+    PromptTemplate,
+    Seed,
+    SetPairs,
+    SystemPrompt,
+    Temperature,
+    TopP,
+    sampling_flags,
+)
 from ares_cli.console import emit, options
 from ares_cli.errors import UsageError
 
@@ -20,9 +31,13 @@ app = typer.Typer(invoke_without_command=True)
 def passrate_command(
     ctx: typer.Context,
     model: Annotated[str | None, typer.Option(help="Model: artifact id, directory or HF id.")] = None,
-    data: Annotated[str | None, typer.Option(help="Dataset: manifest name, JSONL/parquet file or HF id.")] = None,
+    data: Annotated[
+        str | None, typer.Option(help="Dataset: manifest name, JSONL/parquet file or HF id.")
+    ] = None,
     k: Annotated[int | None, typer.Option("-k", "--k", help="Samples per problem (default 8).")] = None,
-    shard: Annotated[str | None, typer.Option(help="Run shard i/n; combine with 'ares passrate merge'.")] = None,
+    shard: Annotated[
+        str | None, typer.Option(help="Run shard i/n; combine with 'ares passrate merge'.")
+    ] = None,
     backend: Backend = None,
     temperature: Temperature = None,
     top_p: TopP = None,
@@ -46,12 +61,28 @@ def passrate_command(
     opts = options(ctx)
     if data is None:
         raise UsageError("--data is required")
-    flags = sampling_flags(k=k, shard=shard, backend=backend, temperature=temperature, top_p=top_p,
-                           max_new_tokens=max_new_tokens, seed=seed, system_prompt=system_prompt,
-                           prompt_template=prompt_template, limit=limit, grader=grader)
+    flags = sampling_flags(
+        k=k,
+        shard=shard,
+        backend=backend,
+        temperature=temperature,
+        top_p=top_p,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
+        system_prompt=system_prompt,
+        prompt_template=prompt_template,
+        limit=limit,
+        grader=grader,
+    )
     cfg = cfgmod.resolve(PassrateConfig, yaml_path=config, sets=set_, flags=flags, section="passrate")
-    run, stats = run_passrate(ArtifactStore(opts.artifacts_root), model=model, data=data, cfg=cfg,
-                              force=force, log=lambda m: opts.log(m))
+    run, stats = run_passrate(
+        ArtifactStore(opts.artifacts_root),
+        model=model,
+        data=data,
+        cfg=cfg,
+        force=force,
+        log=lambda m: opts.log(m),
+    )
     _report(opts, run, stats)
 
 
@@ -74,7 +105,16 @@ def _report(opts, run, stats) -> None:
     status = "up to date" if run.up_to_date else "done"
     opts.log(f"passrate: {status} {run.artifact_id}")
     for source, s in stats.get("sources", {}).items():
-        fractions = ", ".join(f"{b} {v:.0%}" for b, v in s["bucket_fractions"].items())
-        opts.log(f"  {source}: {s['problems']} problems, mean pass rate {s['pass_rate_mean']:.3f}; {fractions}")
-    emit(opts, {"path": str(run.final_dir), "artifact_id": run.artifact_id, "up_to_date": run.up_to_date,
-                "stats": stats})
+        fractions = ", ".join(f"{b} {s['bucket_fractions'][b]:.0%}" for b in ("easy", "medium", "hard"))
+        opts.log(
+            f"  {source}: {s['problems']} problems, mean pass rate {s['pass_rate_mean']:.3f}; {fractions}"
+        )
+    emit(
+        opts,
+        {
+            "path": str(run.final_dir),
+            "artifact_id": run.artifact_id,
+            "up_to_date": run.up_to_date,
+            "stats": stats,
+        },
+    )

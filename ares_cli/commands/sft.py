@@ -1,12 +1,204 @@
-"""`ares sft`."""
+"""`ares sft`: cold-start fine-tune a model on a curate artifact (or any chat JSONL) -> an `sft` artifact.
+
+Resuming is automatic: a killed run leaves ``artifacts/sft/sft-<key>.partial/checkpoints/step-N`` and the
+same command continues from it. Under ``torchrun``/``deepspeed`` every rank runs this command; rank 0 owns
+the artifact (lock, manifest), the others learn its directory from rank 0.
+"""
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from ares_cli.errors import NotImplementedStage
+from ares_cli.console import emit, options
+from ares_cli.errors import AresError, InputError, StageFailure
+
+PANEL_IO, PANEL_TRAIN = "Inputs", "Training"
 
 
-def command(ctx: typer.Context) -> None:
-    """Not implemented yet."""
-    raise NotImplementedStage("'ares sft' is not implemented yet")
+def _dir_ref(role: str, directory: Path):
+    """An InputRef for a plain model directory: sha256 over (relative path, file sha256) of every file."""
+    from ares_cli.artifacts import InputRef, sha256_file
+
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(directory).as_posix()}\0{sha256_file(path)}\n".encode())
+    return InputRef(role=role, path=str(directory), sha256=digest.hexdigest())
+
+
+def resolve_model(store, ref: str):
+    """(model directory, InputRef) for a model directory, an artifact id (its ``model/``) or a hub id."""
+    path = Path(ref)
+    if (path / "config.json").is_file():
+        return path, _dir_ref("model", path)
+    try:
+        artifact = store.input_ref("model", ref)
+    except InputError:
+        artifact = None
+    if artifact is not None:
+        model_dir = Path(artifact.path) / "model"
+        if not (model_dir / "config.json").is_file():
+            raise InputError(f"artifact {artifact.artifact_id} has no model/ directory")
+        return model_dir, artifact
+    if path.exists() or ref.count("/") != 1:
+        raise InputError(f"'{ref}' is not a model directory, a model artifact id or a hub id (org/name)")
+    try:
+        from huggingface_hub import snapshot_download
+
+        local = Path(snapshot_download(ref))
+    except Exception as err:  # network, auth, missing repo: all an input problem here
+        raise InputError(f"cannot fetch model '{ref}' from the hub: {err}") from None
+    return local, _dir_ref("model", local)
+
+
+def resolve_data(store, ref: str):
+    """(JSONL path, InputRef) for a JSONL file or a curate artifact id (its ``sft.jsonl``)."""
+    ref_obj = store.input_ref("data", ref)
+    if ref_obj.artifact_id is None:
+        return Path(ref_obj.path), ref_obj
+    path = Path(ref_obj.path) / "sft.jsonl"
+    if not path.is_file():
+        raise InputError(f"artifact {ref_obj.artifact_id} has no sft.jsonl")
+    return path, ref_obj
+
+
+def command(
+    ctx: typer.Context,
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Model dir, hub id, or toy-init/sft/rl artifact id.",
+            rich_help_panel=PANEL_IO,
+        ),
+    ],
+    data: Annotated[
+        str,
+        typer.Option(
+            "--data",
+            "-d",
+            help="Curate artifact id, or a JSONL of prompt/response or messages.",
+            rich_help_panel=PANEL_IO,
+        ),
+    ],
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="YAML with SFT keys (or an 'sft:' section).", rich_help_panel=PANEL_IO),
+    ] = None,
+    sets: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", help="Override a config key: key=value (repeatable).", rich_help_panel=PANEL_TRAIN
+        ),
+    ] = None,
+    epochs: Annotated[
+        int | None, typer.Option("--epochs", help="Epochs (default 2).", rich_help_panel=PANEL_TRAIN)
+    ] = None,
+    lr: Annotated[
+        float | None,
+        typer.Option("--lr", help="Peak learning rate (default 2e-5).", rich_help_panel=PANEL_TRAIN),
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size", help="Global batch in sequences (default 256).", rich_help_panel=PANEL_TRAIN
+        ),
+    ] = None,
+    max_steps: Annotated[
+        int | None,
+        typer.Option(
+            "--max-steps", help="Optimiser steps (default: all epochs).", rich_help_panel=PANEL_TRAIN
+        ),
+    ] = None,
+    deepspeed: Annotated[
+        Path | None,
+        typer.Option(
+            "--deepspeed",
+            help="DeepSpeed config, e.g. pipelines/deepspeed/zero2.json.",
+            rich_help_panel=PANEL_TRAIN,
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Retrain from scratch, discarding a complete or partial "
+            "artifact (resuming is otherwise automatic).",
+        ),
+    ] = False,
+) -> None:
+    """Cold-start supervised fine-tuning: loss on assistant tokens only; resumes a killed run automatically."""
+    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.config import resolve, to_dict
+    from ares_cli.training import distributed, sft
+
+    opts = options(ctx)
+    cfg = resolve(
+        sft.SFTConfig,
+        yaml_path=config,
+        sets=sets or [],
+        section="sft",
+        flags={
+            "epochs": epochs,
+            "lr": lr,
+            "batch_size": batch_size,
+            "max_steps": max_steps,
+            "deepspeed": str(deepspeed) if deepspeed else None,
+        },
+    )
+    store = ArtifactStore(opts.artifacts_root)
+    model_dir, model_ref = resolve_model(store, model)
+    data_path, data_ref = resolve_data(store, data)
+    inputs = [model_ref, data_ref] + ([store.input_ref("deepspeed", cfg.deepspeed)] if cfg.deepspeed else [])
+
+    dist = distributed.init_from_env()
+    run, info = None, None
+    if dist.is_main:
+        try:
+            run = store.open_stage(
+                "sft",
+                code_version=sft.CODE_VERSION,
+                config=to_dict(cfg),
+                inputs=inputs,
+                seeds={"seed": cfg.seed},
+                force=force,
+            )
+            info = {
+                "up_to_date": run.up_to_date,
+                "work_dir": str(run.work_dir),
+                "final": str(run.final_dir),
+                "resumed": run.resumed,
+            }
+        except AresError as err:
+            distributed.broadcast_json({"error": str(err)})
+            raise
+    info = distributed.broadcast_json(info)
+    if "error" in info:
+        raise StageFailure(f"rank 0 could not open the artifact: {info['error']}")
+    result = {
+        "path": info["final"],
+        "artifact_id": Path(info["final"]).name,
+        "up_to_date": info["up_to_date"],
+    }
+    if info["up_to_date"]:
+        if dist.is_main:
+            opts.log(f"sft: up to date ({result['artifact_id']})")
+            emit(opts, result)
+        return
+    if info["resumed"]:
+        opts.log(f"sft: resuming partial artifact {info['work_dir']}")
+
+    outcome = sft.train_sft(
+        cfg, model_path=model_dir, data_path=data_path, out_dir=Path(info["work_dir"]), log=opts.log
+    )
+    if not outcome.complete:
+        raise StageFailure(f"sft stopped after step {outcome.stats.get('steps')}; rerun to resume")
+    if dist.is_main:
+        final = run.finalize(outcome.stats)
+        emit(opts, {**result, "path": str(final), "stats": outcome.stats})
+    distributed.barrier()
+    distributed.shutdown()

@@ -11,8 +11,9 @@ import typer
 from ares_cli.artifacts import ArtifactStore
 from ares_cli.console import emit, options
 
-app = typer.Typer(help="The embedded toy world: chained arithmetic, a teacher, a tiny model.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="The embedded toy world: chained arithmetic, a teacher, a tiny model.", no_args_is_help=True
+)
 
 CODE_VERSION = "1"
 
@@ -20,7 +21,9 @@ CODE_VERSION = "1"
 @app.command("init")
 def init_command(
     ctx: typer.Context,
-    force: Annotated[bool, typer.Option("--force", help="Rebuild from scratch even when up to date.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Rebuild from scratch even when up to date.")
+    ] = False,
     seed: Annotated[int | None, typer.Option(help="Build seed (default: the shipped base's seed).")] = None,
 ) -> None:
     """Build (or copy the prebuilt) toy base model into the artifact store."""
@@ -31,8 +34,14 @@ def init_command(
     if seed is not None:
         config = {**config, "seed": seed}
     store = ArtifactStore(opts.artifacts_root)
-    run = store.open_stage("toy-init", code_version=CODE_VERSION, config=config, inputs=[],
-                           seeds={"seed": config["seed"]}, force=force)
+    run = store.open_stage(
+        "toy-init",
+        code_version=CODE_VERSION,
+        config=config,
+        inputs=[],
+        seeds={"seed": config["seed"]},
+        force=force,
+    )
     if run.up_to_date:
         opts.log(f"toy-init: up to date ({run.artifact_id})")
         emit(opts, {"path": str(run.final_dir), "artifact_id": run.artifact_id, "up_to_date": True})

@@ -5,11 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ares_cli.artifacts import MANIFEST, ArtifactStore, InputRef, canonical_json, sha256_file, sha256_text
+from ares_cli.artifacts import MANIFEST, ArtifactStore, InputRef
 from ares_cli.errors import InputError
+from ares_cli.hashing import canonical_json, sha256_file, sha256_records, sha256_text
 
-MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
-               "special_tokens_map.json", "chat_template.jinja")
+MODEL_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+)
 
 
 def resolve_model(store: ArtifactStore, ref: str | Path, *, role: str = "model") -> tuple[str, InputRef]:
@@ -20,8 +27,15 @@ def resolve_model(store: ArtifactStore, ref: str | Path, *, role: str = "model")
     """
     path = Path(ref)
     if path.is_dir() and (path / "config.json").is_file() and not (path / MANIFEST).is_file():
-        digest = sha256_text(canonical_json({p.relative_to(path).as_posix(): sha256_file(p)
-                                             for p in sorted(path.rglob("*")) if p.is_file()}))
+        digest = sha256_text(
+            canonical_json(
+                {
+                    p.relative_to(path).as_posix(): sha256_file(p)
+                    for p in sorted(path.rglob("*"))
+                    if p.is_file()
+                }
+            )
+        )
         return str(path), InputRef(role=role, path=str(path), sha256=digest)
     try:
         directory = store.resolve(ref)
@@ -41,4 +55,4 @@ def resolve_model(store: ArtifactStore, ref: str | Path, *, role: str = "model")
 def dataset_ref(records: list[dict[str, Any]], provenance: dict[str, Any], *, role: str = "data") -> InputRef:
     """An InputRef for loaded problems, keyed by the records themselves (after field map and limit)."""
     label = provenance.get("path_or_id") or provenance.get("name") or "data"
-    return InputRef(role=role, path=str(label), sha256=sha256_text(canonical_json(records)))
+    return InputRef(role=role, path=str(label), sha256=sha256_records(records))

@@ -79,8 +79,11 @@ def summary_stats(records: list[dict[str, Any]], samples: list[dict[str, Any]]) 
             label = f"{r['n_correct']}/{r['k']}"
             hist[label] = hist.get(label, 0) + 1
         buckets = {b: sum(r["bucket"] == b for r in recs) / len(recs) for b in ("easy", "medium", "hard")}
-        cvs = [statistics.pstdev(v) / statistics.fmean(v) for pid in (r["problem_id"] for r in recs)
-               if (v := lengths[pid]) and statistics.fmean(v) > 0]
+        cvs = [
+            statistics.pstdev(v) / statistics.fmean(v)
+            for pid in (r["problem_id"] for r in recs)
+            if (v := lengths[pid]) and statistics.fmean(v) > 0
+        ]
 
         def median_len(rate: float, recs=recs) -> float | None:
             values = [n for r in recs if r["pass_rate"] == rate for n in lengths[r["problem_id"]]]
@@ -129,8 +132,14 @@ def run_passrate(
             raise UsageError("--model is required")
         model_path, ref = resolve_model(store, model)
         inputs.append(ref)
-    run = store.open_stage("passrate", code_version=CODE_VERSION, config=to_dict(cfg), inputs=inputs,
-                           seeds={"seed": cfg.seed}, force=force)
+    run = store.open_stage(
+        "passrate",
+        code_version=CODE_VERSION,
+        config=to_dict(cfg),
+        inputs=inputs,
+        seeds={"seed": cfg.seed},
+        force=force,
+    )
     if run.up_to_date:
         return run, store.manifest(run.final_dir)["stats"]
     write_jsonl(run.work_dir / "problems.jsonl", problems)
@@ -178,10 +187,18 @@ def merge_shards(store: ArtifactStore, refs: list[str], *, force: bool = False):
     if shards != [(i, count) for i in range(count)]:
         raise InputError(f"shards {[f'{i}/{n}' for i, n in shards]} do not cover 0..{count - 1} of {count}")
     cfg = PassrateConfig(**{**base, "stop": base.get("stop", [])})
-    inputs = [store.input_ref(f"shard{i}", store.resolve(m["artifact_id"]))
-              for i, m in enumerate(sorted(manifests, key=lambda m: m["config"]["shard"]))]
-    run = store.open_stage("passrate", code_version=CODE_VERSION, config=to_dict(cfg), inputs=inputs,
-                           seeds={"seed": cfg.seed}, force=force)
+    inputs = [
+        store.input_ref(f"shard{i}", store.resolve(m["artifact_id"]))
+        for i, m in enumerate(sorted(manifests, key=lambda m: m["config"]["shard"]))
+    ]
+    run = store.open_stage(
+        "passrate",
+        code_version=CODE_VERSION,
+        config=to_dict(cfg),
+        inputs=inputs,
+        seeds={"seed": cfg.seed},
+        force=force,
+    )
     if run.up_to_date:
         return run, store.manifest(run.final_dir)["stats"]
     problems, rows = [], run.rows("samples.jsonl", SAMPLE_KEY)

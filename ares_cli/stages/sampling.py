@@ -21,7 +21,9 @@ SAMPLE_KEY = ("problem_id", "sample_idx")
 class SamplingConfig:
     """Generation and grading settings shared by passrate and eval."""
 
-    backend: str = option("auto", "Generation backend: auto (vllm if present with a GPU, else hf), hf, vllm, replay.")
+    backend: str = option(
+        "auto", "Generation backend: auto (vllm if present with a GPU, else hf), hf, vllm, replay."
+    )
     k: int = option(8, "Samples per problem.")
     temperature: float = option(1.0, "Sampling temperature (0 = greedy).")
     top_p: float = option(1.0, "Nucleus sampling mass.")
@@ -69,8 +71,9 @@ def render(cfg: SamplingConfig, tokenizer: Any, problem: dict[str, Any]) -> str:
 
     if tokenizer is None:  # replay without a tokenizer: the prompt text is not used
         return problem["problem"]
-    return render_prompt(tokenizer, problem["problem"], system_prompt=cfg.system_prompt,
-                         template=cfg.prompt_template)
+    return render_prompt(
+        tokenizer, problem["problem"], system_prompt=cfg.system_prompt, template=cfg.prompt_template
+    )
 
 
 def sample_and_grade(
@@ -88,8 +91,9 @@ def sample_and_grade(
     """
     from ares_cli.generation import GenerationRequest, SamplingParams, seed_for
 
-    sampling = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p,
-                              max_new_tokens=cfg.max_new_tokens, stop=tuple(cfg.stop))
+    sampling = SamplingParams(
+        temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, stop=tuple(cfg.stop)
+    )
     tokenizer = backend_tokenizer(backend)
     totals = {"generate_s": 0.0, "grade_s": 0.0, "generated_rows": 0}
     done = sum(1 for p in problems if all((p["id"], i) in rows for i in range(cfg.k)))
@@ -98,25 +102,40 @@ def sample_and_grade(
         if not todo:
             continue
         seeds = {p["id"]: tuple(seed_for(cfg.seed, p["id"], i) for i in range(cfg.k)) for p in todo}
-        requests = [GenerationRequest(prompt=render(cfg, tokenizer, p), seeds=seeds[p["id"]], key=p["id"])
-                    for p in todo]
+        requests = [
+            GenerationRequest(prompt=render(cfg, tokenizer, p), seeds=seeds[p["id"]], key=p["id"])
+            for p in todo
+        ]
         started = time.perf_counter()
         completions = backend.generate(requests, sampling)
         totals["generate_s"] += time.perf_counter() - started
-        pending = [(p, i, c) for p, comps in zip(todo, completions, strict=True)
-                   for i, c in enumerate(comps) if (p["id"], i) not in rows]
+        pending = [
+            (p, i, c)
+            for p, comps in zip(todo, completions, strict=True)
+            for i, c in enumerate(comps)
+            if (p["id"], i) not in rows
+        ]
         started = time.perf_counter()
         grades = pool.grade([(p["answer"], c.text) for p, _, c in pending])
         totals["grade_s"] += time.perf_counter() - started
-        rows.write([
-            {"problem_id": p["id"], "sample_idx": i, "seed": seeds[p["id"]][i], "response": c.text,
-             "n_tokens": c.n_tokens, "finish_reason": c.finish_reason, "extracted": g.extracted,
-             "grade": g.grade, "grader": g.grader}
-            for (p, i, c), g in zip(pending, grades, strict=True)
-        ])
+        rows.write(
+            [
+                {
+                    "problem_id": p["id"],
+                    "sample_idx": i,
+                    "seed": seeds[p["id"]][i],
+                    "response": c.text,
+                    "n_tokens": c.n_tokens,
+                    "finish_reason": c.finish_reason,
+                    "extracted": g.extracted,
+                    "grade": g.grade,
+                    "grader": g.grader,
+                }
+                for (p, i, c), g in zip(pending, grades, strict=True)
+            ]
+        )
         totals["generated_rows"] += len(pending)
         done += len(todo)
         if progress is not None:
             progress(done, len(problems), totals["generate_s"] + totals["grade_s"])
     return totals
-

@@ -1,0 +1,159 @@
+"""Field maps: how the columns of a source become Problem record fields.
+
+A field map names, per record field, the source column it comes from (``problem: question``), plus rules:
+``id_from`` (a column, or ``index`` → ``<name>-<row index>``, 0-based), ``answer_after`` (gold is the text
+after the last separator, e.g. GSM8K's ``####``), ``answer_regex`` (first group, else the whole match),
+``meta`` (meta key ← column) and ``difficulty`` (column → ``meta.difficulty``). A ``meta`` column holding an
+object is kept as the base of ``meta``. Written as a YAML mapping in manifests, or on the command line as
+``problem=question,answer=solution,id=index,meta.level=level``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+INDEX = "index"
+_KEYS = (
+    "problem",
+    "answer",
+    "id_from",
+    "source",
+    "images",
+    "answer_after",
+    "answer_regex",
+    "difficulty",
+    "meta",
+)
+_ALIASES = {"id": "id_from"}
+
+
+@dataclass(frozen=True)
+class FieldMap:
+    """Record field ← source column, with the extraction rules above (defaults: identity)."""
+
+    problem: str = "problem"
+    answer: str = "answer"
+    id_from: str = "id"
+    source: str = "source"
+    images: str = "images"
+    answer_after: str | None = None
+    answer_regex: str | None = None
+    difficulty: str | None = None
+    meta: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, spec: dict | str | None, *, base: FieldMap | None = None) -> FieldMap:
+        """Build from a mapping or a ``k=v,k=v`` string over ``base``; raises ValueError naming the key."""
+        base = base or cls()
+        if spec is None:
+            return base
+        if isinstance(spec, str):
+            spec = _parse_string(spec)
+        if not isinstance(spec, dict):
+            raise ValueError(f"field map must be a mapping, got {type(spec).__name__}")
+        updates: dict[str, Any] = {}
+        meta = dict(base.meta)
+        for raw_key, value in spec.items():
+            key = _ALIASES.get(str(raw_key), str(raw_key))
+            if key.startswith("meta."):
+                meta[key[5:]] = _column(raw_key, value)
+            elif key == "meta":
+                if isinstance(value, list):
+                    meta.update({_column(raw_key, v): _column(raw_key, v) for v in value})
+                elif isinstance(value, dict):
+                    meta.update({str(k): _column(f"meta.{k}", v) for k, v in value.items()})
+                else:
+                    raise ValueError("meta: must be a mapping (meta key: column) or a list of columns")
+            elif key not in _KEYS:
+                raise ValueError(f"{raw_key}: unknown field map key (allowed: id, {', '.join(_KEYS)})")
+            else:
+                updates[key] = _column(raw_key, value)
+        if updates.get("answer_regex") is not None:
+            try:
+                re.compile(updates["answer_regex"])
+            except re.error as exc:
+                raise ValueError(f"answer_regex: invalid regular expression ({exc})") from None
+        return replace(base, meta=meta, **updates)
+
+    def required_columns(self) -> dict[str, str]:
+        """Columns that must exist in the source → the record field each one feeds."""
+        cols = {self.problem: "problem", self.answer: "answer"}
+        cols.update({col: f"meta.{key}" for key, col in self.meta.items()})
+        if self.id_from != INDEX:
+            cols.setdefault(self.id_from, "id")
+        if self.difficulty:
+            cols.setdefault(self.difficulty, "meta.difficulty")
+        return cols
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain mapping (for provenance and config hashing)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def apply(
+        self, row: dict, index: int, *, name: str, label: str | None, default_label: str
+    ) -> tuple[dict, dict[str, str]]:
+        """Map one source row: ``(record, {field: mapping error})``; record values are validated later.
+
+        ``label`` (a manifest's source label) overrides the row's source column; ``default_label`` fills in
+        when neither is present.
+        """
+        errors: dict[str, str] = {}
+        rid = f"{name}-{index}" if self.id_from == INDEX else row.get(self.id_from)
+        record: dict[str, Any] = {
+            "id": rid,
+            "source": label or row.get(self.source) or default_label,
+            "problem": row.get(self.problem),
+        }
+        answer = row.get(self.answer)
+        if answer is not None and (self.answer_after or self.answer_regex):
+            answer, problem = self._extract(str(answer))
+            if problem:
+                errors["answer"] = problem
+        record["answer"] = answer
+        images = row.get(self.images)
+        if images is not None:
+            record["images"] = list(images) if isinstance(images, tuple) else images
+        meta = dict(row["meta"]) if isinstance(row.get("meta"), dict) else {}
+        meta.update({key: row.get(col) for key, col in self.meta.items()})
+        if self.difficulty:
+            meta["difficulty"] = row.get(self.difficulty)
+        if meta:
+            record["meta"] = meta
+        return record, errors
+
+    def _extract(self, text: str) -> tuple[str | None, str | None]:
+        if self.answer_after:
+            at = text.rfind(self.answer_after)
+            if at < 0:
+                return None, f"no {self.answer_after!r} separator in the answer column {self.answer!r}"
+            text = text[at + len(self.answer_after) :].strip()
+        if self.answer_regex:
+            match = re.search(self.answer_regex, text)
+            if not match:
+                return None, f"answer_regex {self.answer_regex!r} does not match {_clip(text)!r}"
+            text = (match.group(1) if match.re.groups else match.group(0)).strip()
+        return text, None
+
+
+def _parse_string(spec: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{part!r}: expected key=column")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _column(key: Any, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{key}: expected a non-empty column name or string, got {value!r}")
+    return value
+
+
+def _clip(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."

@@ -1,0 +1,247 @@
+"""Dataset manifests: one YAML per dataset in ``data_manifests/`` (plus ``$ARES_MANIFESTS`` directories).
+
+Schema (unknown keys are errors)::
+
+    name: math500                   # must equal the file name without .yaml
+    description: ...
+    source:                         # exactly one of:
+      hf: {id: org/name, split: test, config: c | [c1, c2], revision: sha}   # configs are concatenated
+      local: {path: package:ares_cli/toy/data/train.jsonl}                   # or a path relative to the manifest
+    field_map: {problem: question, answer: answer, id_from: index, ...}     # see ares_cli.data.fieldmap
+    licence: MIT
+    expected_rows: 500              # optional; a mismatch is an error
+    source_label: math500           # the records' ``source`` (default: name)
+    difficulty_field: level         # optional column copied to meta.difficulty
+
+Lookup order: ``$ARES_MANIFESTS`` (os.pathsep-separated, first wins), then the repository's top-level
+``data_manifests/`` (``Path(ares_cli.__file__).parents[1]``), then ``ares_cli/data_manifests/`` if installed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ares_cli
+from ares_cli.data.fieldmap import FieldMap
+from ares_cli.errors import InputError, InputErrors
+
+ENV_VAR = "ARES_MANIFESTS"
+PACKAGE_PREFIX = "package:"
+_TOP_KEYS = {
+    "name", "description", "source", "field_map", "licence", "license", "expected_rows", "source_label",
+    "difficulty_field", "homepage", "citation", "notes",
+}  # fmt: skip
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class HFSource:
+    """A Hugging Face hub dataset (or anything ``datasets.load_dataset`` accepts as a path)."""
+
+    id: str
+    split: str
+    configs: tuple[str | None, ...] = (None,)
+    revision: str | None = None
+
+
+@dataclass(frozen=True)
+class LocalSource:
+    """A local .jsonl/.json/.parquet file; ``path`` is resolved, ``spec`` is as written."""
+
+    path: Path
+    spec: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A parsed, validated dataset manifest."""
+
+    name: str
+    description: str
+    source: HFSource | LocalSource
+    field_map: FieldMap
+    licence: str
+    expected_rows: int | None
+    source_label: str
+    path: Path
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain mapping for summaries and provenance."""
+        src = self.source
+        source = (
+            {"hf": {"id": src.id, "split": src.split, "configs": list(src.configs), "revision": src.revision}}
+            if isinstance(src, HFSource)
+            else {"local": {"path": str(src.path), "spec": src.spec}}
+        )
+        return {
+            "name": self.name, "description": self.description, "source": source, "licence": self.licence,
+            "field_map": self.field_map.to_dict(), "expected_rows": self.expected_rows,
+            "source_label": self.source_label, "path": str(self.path),
+        }  # fmt: skip
+
+
+def package_root() -> Path:
+    """The directory holding the ``ares_cli`` package (the repository root in a checkout)."""
+    return Path(ares_cli.__file__).resolve().parents[1]
+
+
+def manifest_dirs() -> list[Path]:
+    """Directories searched for manifests, in precedence order (existing ones only)."""
+    extra = [Path(p).expanduser() for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p.strip()]
+    dirs = [
+        *extra,
+        package_root() / "data_manifests",
+        Path(ares_cli.__file__).resolve().parent / "data_manifests",
+    ]
+    seen: list[Path] = []
+    for d in dirs:
+        if d.is_dir() and d.resolve() not in [s.resolve() for s in seen]:
+            seen.append(d)
+    return seen
+
+
+def list_manifests() -> dict[str, Path]:
+    """Known manifest names → files (the first directory wins on a name clash)."""
+    found: dict[str, Path] = {}
+    for d in manifest_dirs():
+        for path in sorted([*d.glob("*.yaml"), *d.glob("*.yml")]):
+            found.setdefault(path.stem, path)
+    return dict(sorted(found.items()))
+
+
+def find_manifest(name: str) -> Path:
+    """The manifest file for ``name``; an unknown name is an InputError listing the known ones."""
+    known = list_manifests()
+    if name in known:
+        return known[name]
+    listing = ", ".join(known) or "(none)"
+    dirs = ", ".join(str(d) for d in manifest_dirs()) or "(no manifest directory found)"
+    raise InputError(f"unknown dataset manifest {name!r}; known manifests: {listing} (searched: {dirs})")
+
+
+def load_manifest(name_or_path: str | Path) -> Manifest:
+    """Load a manifest by name, or from a .yaml/.yml path."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return parse_manifest(p)
+    return parse_manifest(find_manifest(str(name_or_path)))
+
+
+def resolve_local_path(spec: str, manifest_path: Path) -> Path:
+    """``package:rel`` → under :func:`package_root`; relative → the manifest's directory; ``~`` expanded."""
+    if spec.startswith(PACKAGE_PREFIX):
+        return package_root() / spec[len(PACKAGE_PREFIX) :].lstrip("/")
+    p = Path(spec).expanduser()
+    return p if p.is_absolute() else manifest_path.parent / p
+
+
+def parse_manifest(path: str | Path) -> Manifest:
+    """Parse and validate one manifest file; raises InputErrors naming the file and every bad field."""
+    import yaml
+
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("manifest not found", file=path) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"invalid YAML: {exc}", file=path) from None
+    if not isinstance(doc, dict):
+        raise InputError("a manifest must be a YAML mapping", file=path)
+    errors: list[InputError] = []
+
+    def err(field: str, message: str) -> None:
+        errors.append(InputError(message, file=path, field=field))
+
+    for key in doc:
+        if key not in _TOP_KEYS:
+            err(str(key), f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS - {'license'}))})")
+    name = _string(doc, "name", err)
+    if name is not None and not _NAME_RE.match(name):
+        err("name", f"{name!r} is not a valid name (letters, digits, '-', '_', '.')")
+    elif name is not None and name != path.stem:
+        err("name", f"{name!r} must equal the file name {path.stem!r}")
+    description = _string(doc, "description", err)
+    if "licence" in doc and "license" in doc:
+        err("licence", "give 'licence' or 'license', not both")
+    licence = _string(doc, "licence" if "licence" in doc or "license" not in doc else "license", err)
+    expected = doc.get("expected_rows")
+    if expected is not None and (isinstance(expected, bool) or not isinstance(expected, int) or expected < 0):
+        err("expected_rows", f"must be a non-negative integer, got {expected!r}")
+    label = doc.get("source_label", name)
+    if label is not None and (not isinstance(label, str) or not label.strip()):
+        err("source_label", "must be a non-empty string")
+    source = _parse_source(doc.get("source"), path, err)
+    fmap = FieldMap()
+    try:
+        fmap = FieldMap.parse(doc.get("field_map"))
+    except ValueError as exc:
+        err("field_map", str(exc))
+    if doc.get("difficulty_field") is not None:
+        try:
+            fmap = FieldMap.parse({"difficulty": doc["difficulty_field"]}, base=fmap)
+        except ValueError as exc:
+            err("difficulty_field", str(exc))
+    if errors:
+        raise InputErrors(errors)
+    return Manifest(
+        name=name, description=description, source=source, field_map=fmap, licence=licence,
+        expected_rows=expected, source_label=label, path=path,
+    )  # fmt: skip
+
+
+def _string(doc: dict, key: str, err) -> str | None:
+    value = doc.get(key)
+    if value is None:
+        err(key, "missing")
+    elif not isinstance(value, str) or not value.strip():
+        err(key, f"must be a non-empty string, got {value!r}")
+    else:
+        return value.strip()
+    return None
+
+
+def _parse_source(src: Any, path: Path, err) -> HFSource | LocalSource | None:
+    if not isinstance(src, dict) or len(src) != 1 or next(iter(src)) not in ("hf", "local"):
+        err("source", "must be a mapping with exactly one of 'hf' or 'local'")
+        return None
+    kind, body = next(iter(src.items()))
+    if not isinstance(body, dict):
+        err(f"source.{kind}", "must be a mapping")
+        return None
+    allowed = {"hf": {"id", "split", "config", "revision"}, "local": {"path"}}[kind]
+    for key in body:
+        if key not in allowed:
+            err(f"source.{kind}.{key}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+    if kind == "local":
+        spec = body.get("path")
+        if not isinstance(spec, str) or not spec.strip():
+            err("source.local.path", "missing or not a string")
+            return None
+        resolved = resolve_local_path(spec, path)
+        if resolved.suffix not in (".jsonl", ".json", ".parquet"):
+            err("source.local.path", f"unsupported file type {resolved.suffix!r} (.jsonl, .json, .parquet)")
+        return LocalSource(path=resolved, spec=spec)
+    bad = False
+    for key in ("id", "split"):
+        if not isinstance(body.get(key), str) or not body[key].strip():
+            err(f"source.hf.{key}", "missing or not a string")
+            bad = True
+    revision = body.get("revision")
+    if revision is not None and not isinstance(revision, str):
+        err("source.hf.revision", "must be a string (commit sha, tag or branch)")
+        bad = True
+    config = body.get("config")
+    configs = config if isinstance(config, list) else [config]
+    if not configs or not all(c is None or (isinstance(c, str) and c) for c in configs):
+        err("source.hf.config", "must be a string or a non-empty list of strings")
+        bad = True
+    if bad:
+        return None
+    return HFSource(
+        id=body["id"].strip(), split=body["split"].strip(), configs=tuple(configs), revision=revision
+    )

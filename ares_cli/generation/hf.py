@@ -1,0 +1,150 @@
+"""`hf` backend: transformers model + tokenizer, batched sampling with a KV cache on CPU or CUDA."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ares_cli.errors import UsageError
+from ares_cli.generation.types import Completion, GenerationRequest, SamplingParams
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    for value in (
+        getattr(tokenizer, "eos_token_id", None),
+        getattr(model.generation_config, "eos_token_id", None),
+    ):
+        if isinstance(value, int):
+            ids.add(value)
+        elif value:
+            ids.update(int(v) for v in value)
+    return ids
+
+
+class HFBackend:
+    """Sample with a transformers causal LM.
+
+    Loads from a local directory (or a hub id already in the local cache) onto CUDA in bf16 when available,
+    else CPU fp32. Rows are (prompt, seed) pairs, sorted by prompt length and decoded `batch_size` at a time;
+    each row's randomness comes from its own seeded generator (see `ares_cli.generation.decode`).
+    """
+
+    name = "hf"
+
+    def __init__(
+        self,
+        model: str | Path | None = None,
+        *,
+        batch_size: int = 64,
+        device: str | None = None,
+        dtype: str | None = None,
+        hf_model: Any = None,
+        tokenizer: Any = None,
+    ):
+        import torch
+
+        if batch_size < 1:
+            raise UsageError(f"batch_size must be >= 1, got {batch_size}")
+        self.batch_size = batch_size
+        if hf_model is None:
+            if model is None:
+                raise UsageError("the hf backend needs a model path or id")
+            from transformers import AutoModelForCausalLM
+
+            device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+            torch_dtype = (
+                getattr(torch, dtype)
+                if dtype
+                else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+            )
+            hf_model = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch_dtype).to(device)
+        elif device is not None:
+            hf_model = hf_model.to(device)
+        if tokenizer is None:
+            from transformers import AutoTokenizer
+
+            source = model if model is not None else getattr(hf_model, "name_or_path", None)
+            if not source:
+                raise UsageError("the hf backend needs a tokenizer or a model path to load one from")
+            tokenizer = AutoTokenizer.from_pretrained(str(source))
+        self.model = hf_model.eval()
+        self.tokenizer = tokenizer
+        self.eos_ids = _eos_ids(self.model, tokenizer)
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else (min(self.eos_ids) if self.eos_ids else 0))
+
+    @classmethod
+    def from_model(cls, hf_model: Any, tokenizer: Any, *, batch_size: int = 64) -> HFBackend:
+        """Wrap an already loaded model (e.g. the trainer's policy) without copying it."""
+        return cls(None, batch_size=batch_size, hf_model=hf_model, tokenizer=tokenizer)
+
+    def encode(self, prompt: str) -> list[int]:
+        """Token ids of a rendered prompt (the chat template already carries any BOS)."""
+        return self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+
+    def _stop_checker(self, stop: tuple[str, ...]):
+        if not stop:
+            return None
+        window = max(len(s) for s in stop) + 4  # tokens: a token almost always decodes to >= 1 character
+
+        def hit(ids: list[int]) -> bool:
+            tail = self.tokenizer.decode(ids[-window:], skip_special_tokens=True)
+            return any(s in tail for s in stop)
+
+        return hit
+
+    def _finish(self, ids: list[int], lps: list[float], reason: str, stop: tuple[str, ...]) -> Completion:
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        if stop:
+            cut = min((i for i in (text.find(s) for s in stop) if i >= 0), default=-1)
+            if cut >= 0:
+                text, reason = text[:cut], "stop"
+        return Completion(text=text, token_ids=list(ids), finish_reason=reason, logprobs=list(lps))
+
+    def generate(self, requests: list[GenerationRequest], sampling: SamplingParams) -> list[list[Completion]]:
+        """Per request, one completion per seed, in seed order."""
+        from ares_cli.generation.decode import decode_chunk
+
+        encoded = [self.encode(r.prompt) for r in requests]
+        for r, ids in zip(requests, encoded, strict=True):
+            if not ids and r.seeds:
+                raise UsageError(f"prompt for {r.key or 'a request'!r} encodes to no tokens")
+        rows = [(ri, si) for ri, r in enumerate(requests) for si in range(len(r.seeds))]
+        rows.sort(key=lambda rs: (len(encoded[rs[0]]), rs[0]))
+        out: list[list[Completion | None]] = [[None] * len(r.seeds) for r in requests]
+        stop_hit = self._stop_checker(sampling.stop)
+        for start in range(0, len(rows), self.batch_size):
+            chunk = rows[start : start + self.batch_size]
+            results = decode_chunk(
+                self.model,
+                [encoded[ri] for ri, _ in chunk],
+                [requests[ri].seeds[si] for ri, si in chunk],
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                max_new_tokens=sampling.max_new_tokens,
+                eos_ids=self.eos_ids,
+                pad_id=self.pad_id,
+                stop_hit=stop_hit,
+            )
+            for (ri, si), res in zip(chunk, results, strict=True):
+                out[ri][si] = self._finish(res.token_ids, res.logprobs, res.finish_reason, sampling.stop)
+        return out  # type: ignore[return-value]
+
+    def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
+        """Copy (name, tensor) pairs into the model in place; every name must exist."""
+        import torch
+
+        params = dict(self.model.state_dict())
+        with torch.no_grad():
+            for name, tensor in weights:
+                if name not in params:
+                    raise UsageError(f"weight {name!r} is not a parameter of the generation model")
+                params[name].copy_(tensor)
+
+    def sync_weights(self, model: Any) -> None:
+        """Copy all weights of a (trainer) model with the same architecture into this backend's model."""
+        if model is self.model:
+            return
+        self.load_weights(model.state_dict().items())

@@ -1,0 +1,35 @@
+"""Prompt rendering: optional user-message template, optional system prompt, then the chat template."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ares_cli.errors import UsageError
+
+
+def render_prompt(
+    tokenizer: Any, problem: str, *, system_prompt: str | None = None, template: str | None = None
+) -> str:
+    """Render `problem` as the text a model sees.
+
+    `template` is a Python format string with a `{problem}` field, applied to the user message (write
+    literal braces doubled, e.g. `\\boxed{{}}`). The messages then go through the tokenizer's chat template
+    with `add_generation_prompt=True`.
+    """
+    user = problem
+    if template is not None:
+        if "{problem}" not in template:
+            raise UsageError(f"prompt template must contain '{{problem}}': {template!r}")
+        try:
+            user = template.format(problem=problem)
+        except (KeyError, IndexError, ValueError) as e:
+            raise UsageError(
+                f"prompt template is not a valid format string ({e!r}); write literal braces as '{{{{' and '}}}}'"
+            ) from e
+    if not getattr(tokenizer, "chat_template", None):
+        name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+        raise UsageError(f"tokenizer {name!r} has no chat template; prompts must go through a chat template")
+    messages = ([{"role": "system", "content": system_prompt}] if system_prompt is not None else []) + [
+        {"role": "user", "content": user}
+    ]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

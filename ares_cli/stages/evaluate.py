@@ -1,0 +1,236 @@
+"""``ares eval``: sample K responses per benchmark problem, grade, and score Avg@K, Maj@K and Pass@k.
+
+Per benchmark the artifact holds ``samples/<bench>.jsonl`` (sample rows with the vote class) and
+``problems/<bench>.jsonl``; ``results.json`` holds every metric with its standard error, overall and per
+source and difficulty, and ``results.md`` a markdown table per benchmark. Completions can come from a model,
+from a JSONL of existing completions (``--from-samples``) or from an earlier eval artifact (``--regrade``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ares_cli.artifacts import ArtifactStore, InputRef
+from ares_cli.config import option, to_dict
+from ares_cli.data.jsonl import read_jsonl, write_jsonl
+from ares_cli.errors import InputError, UsageError
+from ares_cli.stages.sampling import SAMPLE_KEY, SamplingConfig
+
+CODE_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class EvalConfig(SamplingConfig):
+    """Evaluation (PAEC appendix: temperature 0.6, top-p 0.7, seed 42, 8192 new tokens)."""
+
+    temperature: float = option(0.6, "Sampling temperature (PAEC evaluation: 0.6).")
+    top_p: float = option(0.7, "Nucleus mass (PAEC evaluation: 0.7).")
+    seed: int = option(42, "Base seed (PAEC evaluation: 42).")
+    max_new_tokens: int = option(8192, "Generation budget (PAEC evaluation: 8192).")
+    benches: list[str] = option([], "Benchmarks as NAME or NAME:K (K overrides k for that benchmark).")
+    difficulty_key: str = option("difficulty", "Problem meta field used for the per-difficulty breakdown.")
+
+
+def parse_bench(spec: str, default_k: int) -> tuple[str, int]:
+    """``math500:8`` → ("math500", 8); ``toy-test`` → ("toy-test", default_k)."""
+    name, _, k = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    if not name:
+        return spec, default_k
+    try:
+        value = int(k)
+    except ValueError:
+        return spec, default_k  # a colon that is part of a name (hf:org/x)
+    if value < 1:
+        raise UsageError(f"--bench {spec}: K must be >= 1")
+    return name, value
+
+
+def bench_name(source: str) -> str:
+    """A filesystem-safe label for a benchmark source."""
+    return Path(source).stem if Path(source).suffix else source.replace("/", "_").replace(":", "_")
+
+
+def score_benchmark(
+    problems: list[dict], samples: list[dict], k: int, difficulty: dict[str, Any], difficulty_key: str
+) -> dict[str, Any]:
+    """Metrics for one benchmark: overall, per source and per difficulty (pure)."""
+    from ares_cli import metrics
+
+    groups = {}
+    for p in problems:
+        level = difficulty.get(p["id"], (p.get("meta") or {}).get(difficulty_key))
+        groups[p["id"]] = {"source": p.get("source", "default"), "difficulty": level}
+    scored = metrics.group_samples(samples, groups=groups)
+    result = {"overall": metrics.summarize(scored, k), "by_source": metrics.breakdown(scored, "source", k)}
+    if any(g["difficulty"] is not None for g in groups.values()):
+        result["by_difficulty"] = metrics.breakdown(scored, "difficulty", k)
+    return result
+
+
+def markdown_table(name: str, result: dict[str, Any]) -> str:
+    """A markdown table: one row overall, then per difficulty, with the headline metrics."""
+    overall = result["overall"]
+    k = int(overall["k"])
+    columns = [f"avg@{k}", f"maj@{k}", "pass@1", f"pass@{k}", "len_mean", "truncation_rate"]
+    columns = [c for c in columns if c in overall]
+    lines = [
+        f"### {name} (K={k}, {int(overall['n_problems'])} problems)",
+        "",
+        "| group | " + " | ".join(columns) + " |",
+        "|---" * (len(columns) + 1) + "|",
+    ]
+
+    def row(label: str, m: dict[str, float]) -> str:
+        cells = []
+        for c in columns:
+            se = m.get(f"{c}_se")
+            cells.append(f"{m[c]:.3f} ± {se:.3f}" if se is not None and se == se else f"{m[c]:.3f}")
+        return f"| {label} | " + " | ".join(cells) + " |"
+
+    lines.append(row("all", overall))
+    for level, m in result.get("by_difficulty", {}).items():
+        lines.append(row(f"difficulty {level}", m))
+    return "\n".join(lines) + "\n"
+
+
+def difficulty_from_passrate(store: ArtifactStore, ref: str) -> tuple[dict[str, str], InputRef]:
+    """Problem id → bucket from a passrate artifact (for benchmarks without difficulty metadata)."""
+    directory = store.resolve(ref)
+    rows = read_jsonl(directory / "passrates.jsonl")
+    return {r["problem_id"]: r["bucket"] for r in rows}, store.input_ref("difficulty", directory)
+
+
+def run_eval(
+    store: ArtifactStore,
+    *,
+    model: str | None,
+    cfg: EvalConfig,
+    data: str | None = None,
+    from_samples: str | None = None,
+    regrade: str | None = None,
+    difficulty_ref: str | None = None,
+    force: bool = False,
+    log: Callable[[str], None] = print,
+):
+    """Run (or resume) an eval stage; returns (StageRun, results dict)."""
+    from ares_cli.data.loader import load_problems
+    from ares_cli.stages.inputs import dataset_ref, resolve_model
+
+    inputs: list[InputRef] = []
+    benches = _bench_plan(store, cfg, data=data, from_samples=from_samples, regrade=regrade)
+    if from_samples or regrade:
+        cfg = replace(cfg, backend="replay")
+        inputs += [store.input_ref("completions", plan["replay"]) for plan in benches]
+    model_path = None
+    if model is not None:
+        model_path, ref = resolve_model(store, model)
+        inputs.append(ref)
+    elif cfg.backend != "replay":
+        raise UsageError("--model is required (or --from-samples / --regrade)")
+    loaded = {}
+    for plan in benches:
+        loaded[plan["name"]] = load_problems(plan["source"], limit=cfg.limit)
+        inputs.append(
+            dataset_ref(
+                loaded[plan["name"]].records, loaded[plan["name"]].provenance, role=f"bench:{plan['name']}"
+            )
+        )
+    difficulty: dict[str, Any] = {}
+    if difficulty_ref is not None:
+        difficulty, ref = difficulty_from_passrate(store, difficulty_ref)
+        inputs.append(ref)
+    config = to_dict(cfg) | {"benches": [f"{p['name']}:{p['k']}" for p in benches]}
+    run = store.open_stage(
+        "eval", code_version=CODE_VERSION, config=config, inputs=inputs, seeds={"seed": cfg.seed}, force=force
+    )
+    if run.up_to_date:
+        return run, json.loads((run.final_dir / "results.json").read_text())
+    results, tables, timing = {}, [], {}
+    for plan in benches:
+        name, k = plan["name"], plan["k"]
+        problems = sorted(loaded[name].records, key=lambda p: p["id"])
+        bench_cfg = replace(cfg, k=k, replay_file=plan.get("replay"))
+        (run.work_dir / "problems").mkdir(exist_ok=True)
+        (run.work_dir / "samples").mkdir(exist_ok=True)
+        write_jsonl(run.work_dir / "problems" / f"{name}.jsonl", problems)
+        rows = run.rows(f"samples/{name}.jsonl", SAMPLE_KEY)
+        log(f"eval: {name}: {len(problems)} problems x {k} samples")
+        timing[name] = _sample_and_vote(problems, rows, bench_cfg, model_path, log)
+        results[name] = score_benchmark(problems, list(rows.rows.values()), k, difficulty, cfg.difficulty_key)
+        tables.append(markdown_table(name, results[name]))
+    (run.work_dir / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    (run.work_dir / "results.md").write_text("\n".join(tables))
+    run.finalize({"benches": {n: r["overall"] for n, r in results.items()}, "timing": timing})
+    return run, results
+
+
+def _bench_plan(store, cfg: EvalConfig, *, data, from_samples, regrade) -> list[dict[str, Any]]:
+    if regrade is not None:
+        directory = store.resolve(regrade)
+        manifest = store.manifest(directory)
+        if manifest["stage"] != "eval":
+            raise InputError(f"{manifest['artifact_id']} is not an eval artifact")
+        plans = []
+        for spec in manifest["config"]["benches"]:
+            name, k = parse_bench(spec, cfg.k)
+            plans.append(
+                {
+                    "name": name,
+                    "k": k,
+                    "source": str(directory / "problems" / f"{name}.jsonl"),
+                    "replay": str(directory / "samples" / f"{name}.jsonl"),
+                }
+            )
+        return plans
+    if from_samples is not None:
+        if data is None:
+            raise UsageError("--from-samples needs --data (the problems the samples answer)")
+        path = Path(from_samples)
+        if not path.is_file():
+            raise InputError("file not found", file=path)
+        counts: dict[str, int] = {}
+        for row in read_jsonl(path):
+            counts[str(row.get("problem_id"))] = counts.get(str(row.get("problem_id")), 0) + 1
+        k = min(counts.values()) if counts else 0
+        if k < 1:
+            raise InputError("no samples", file=path)
+        return [{"name": bench_name(data), "k": k, "source": data, "replay": str(path)}]
+    specs = list(cfg.benches) + ([data] if data else [])
+    if not specs:
+        raise UsageError("name at least one --bench (or --data)")
+    plans = []
+    for spec in specs:
+        source, k = parse_bench(spec, cfg.k)
+        plans.append({"name": bench_name(source), "k": k, "source": source})
+    if len({p["name"] for p in plans}) != len(plans):
+        raise UsageError("a benchmark is named twice")
+    return plans
+
+
+def _sample_and_vote(problems, rows, cfg: EvalConfig, model_path, log) -> dict[str, float]:
+    """Generate and grade missing samples, then add each sample's vote class (verified equivalence)."""
+    from ares_cli.grading import GradingPool
+    from ares_cli.stages.sampling import open_backend, sample_and_grade
+
+    with GradingPool(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s) as pool:
+        timing = {"generate_s": 0.0, "grade_s": 0.0}
+        if not all((p["id"], i) in rows for p in problems for i in range(cfg.k)):
+            backend = open_backend(cfg, model_path)
+            timing = sample_and_grade(
+                problems,
+                rows,
+                cfg=cfg,
+                backend=backend,
+                pool=pool,
+                progress=lambda d, t, s: log(f"  {d}/{t} problems  {s:.1f}s"),
+            )
+        ordered = [[rows.rows[(p["id"], i)] for i in range(cfg.k)] for p in problems]
+        classes = pool.equivalence_classes_batch([[r["extracted"] for r in group] for group in ordered])
+    for group, ids in zip(ordered, classes, strict=True):
+        for row, cls in zip(group, ids, strict=True):
+            row["vote_class"] = cls
+    return timing

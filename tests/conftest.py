@@ -1,0 +1,46 @@
+"""Shared fixtures: a tiny random causal LM with the toy tokenizer, and a CLI runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A 2-layer, 32-wide Llama with the toy tokenizer and chat template (random weights, seed 0)."""
+    from ares_cli.toy.model import ModelShape, build_model
+    from ares_cli.toy.tokenizer import build_tokenizer
+
+    out = tmp_path_factory.mktemp("tiny-model")
+    tokenizer = build_tokenizer()
+    model = build_model(
+        tokenizer,
+        ModelShape(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, max_positions=256),
+        seed=0,
+    )
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def run_ares(*args: str, root: Path, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run the real `ares` console entry point in a subprocess (stdout and stderr kept apart)."""
+    env = os.environ | {"ARES_ARTIFACTS": str(root), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", "from ares_cli.main import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=str(REPO),
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"ares {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    return proc
