@@ -1,0 +1,168 @@
+"""``ares curate``: AdaCS length-targeted, bracket-uniform SFT data (ARES section 3.1) as an artifact.
+
+Inputs: pass rates (a passrate artifact or ``--passrates FILE``), candidate responses (the artifact's
+samples or ``--responses FILE``; graded with the grading pool when ``correct`` is absent, tokenised with
+``--tokenizer`` when ``n_tokens`` is absent) and problem texts (the artifact's problems or ``--data``).
+Outputs: ``sft.jsonl``, ``length_vs_passrate.json`` and ``.png``; the curation stats go in the manifest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ares_cli.artifacts import ArtifactStore, InputRef
+from ares_cli.config import to_dict
+from ares_cli.curation import CurationConfig, curate, length_vs_passrate_points
+from ares_cli.data.jsonl import read_jsonl, write_jsonl
+from ares_cli.errors import InputError, StageFailure, UsageError
+
+CODE_VERSION = "1"
+
+
+def _file(path: str | Path) -> Path:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("file not found", file=path)
+    return path
+
+
+def load_inputs(
+    store: ArtifactStore,
+    *,
+    passrate: str | None,
+    passrates: str | None,
+    responses: str | None,
+    data: str | None,
+) -> tuple[list[dict], list[dict], dict[str, dict], list[InputRef]]:
+    """(pass-rate rows, candidate rows, problems by id, input refs) from an artifact and/or files."""
+    from ares_cli.data.loader import load_problems
+    from ares_cli.stages.inputs import dataset_ref
+
+    if (passrate is None) == (passrates is None):
+        raise UsageError("give exactly one of --passrate ARTIFACT or --passrates FILE")
+    inputs: list[InputRef] = []
+    rates, candidates, problems = [], [], {}
+    if passrate is not None:
+        directory = store.resolve(passrate)
+        inputs.append(store.input_ref("passrate", directory))
+        rates = read_jsonl(directory / "passrates.jsonl")
+        candidates = read_jsonl(directory / "samples.jsonl")
+        problems = {p["id"]: p for p in read_jsonl(directory / "problems.jsonl")}
+    else:
+        rates = read_jsonl(_file(passrates))
+        inputs.append(store.input_ref("passrates", passrates))
+    if responses is not None:
+        candidates = read_jsonl(_file(responses))
+        inputs.append(store.input_ref("responses", responses))
+    if data is not None:
+        loaded = load_problems(data)
+        problems = {p["id"]: p for p in loaded.records}
+        inputs.append(dataset_ref(loaded.records, loaded.provenance))
+    if not problems:
+        raise UsageError("no problem texts: give --data (needed with --passrates)")
+    if not candidates:
+        raise UsageError("no candidate responses: give --responses (needed with --passrates)")
+    return rates, candidates, problems, inputs
+
+
+def complete_candidates(
+    candidates: list[dict],
+    problems: dict[str, dict],
+    *,
+    source: str,
+    tokenizer: str | None,
+    grader: str,
+    workers: int,
+    timeout_s: float,
+) -> tuple[list[dict], dict[str, int]]:
+    """Fill ``n_tokens`` (tokenizer) and ``correct`` (grading pool) where a candidate row lacks them."""
+    needs_tokens = [i for i, c in enumerate(candidates) if "n_tokens" not in c]
+    if needs_tokens:
+        if tokenizer is None:
+            raise InputError(
+                f"{len(needs_tokens)} responses lack n_tokens; pass --tokenizer",
+                file=source,
+                row=needs_tokens[0] + 1,
+                field="n_tokens",
+            )
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(tokenizer)
+        for i in needs_tokens:
+            candidates[i] = candidates[i] | {
+                "n_tokens": len(tok(candidates[i]["response"], add_special_tokens=False)["input_ids"])
+            }
+    needs_grade = [i for i, c in enumerate(candidates) if "correct" not in c and "grade" not in c]
+    if needs_grade:
+        from ares_cli.grading import GradingPool
+
+        for i in needs_grade:
+            if candidates[i].get("problem_id") not in problems:
+                raise InputError("unknown problem_id", file=source, row=i + 1, field="problem_id")
+        with GradingPool(grader, workers=workers, timeout_s=timeout_s) as pool:
+            results = pool.grade(
+                [
+                    (problems[candidates[i]["problem_id"]]["answer"], candidates[i]["response"])
+                    for i in needs_grade
+                ]
+            )
+        for i, result in zip(needs_grade, results, strict=True):
+            candidates[i] = candidates[i] | {"grade": result.grade}
+    return candidates, {"tokenised": len(needs_tokens), "graded": len(needs_grade)}
+
+
+def run_curate(
+    store: ArtifactStore,
+    *,
+    cfg: CurationConfig,
+    passrate: str | None = None,
+    passrates: str | None = None,
+    responses: str | None = None,
+    data: str | None = None,
+    tokenizer: str | None = None,
+    grader: str = "math_verify",
+    force: bool = False,
+    log: Callable[[str], None] = print,
+):
+    """Run (or find up to date) a curate stage; returns (StageRun, stats)."""
+    rates, candidates, problems, inputs = load_inputs(
+        store, passrate=passrate, passrates=passrates, responses=responses, data=data
+    )
+    config = to_dict(cfg) | {"grader": grader, "tokenizer": tokenizer}
+    run = store.open_stage(
+        "curate",
+        code_version=CODE_VERSION,
+        config=config,
+        inputs=inputs,
+        seeds={"seed": cfg.seed},
+        force=force,
+    )
+    if run.up_to_date:
+        return run, store.manifest(run.final_dir)["stats"]
+    candidates, filled = complete_candidates(
+        candidates,
+        problems,
+        source=responses or "samples",
+        tokenizer=tokenizer,
+        grader=grader,
+        workers=2,
+        timeout_s=10.0,
+    )
+    prompts = {pid: p["problem"] for pid, p in problems.items()}
+    examples, stats = curate(rates, candidates, prompts, cfg)
+    if not examples:
+        raise StageFailure(
+            f"curation chose no examples (no problem has a correct candidate): {stats['brackets']}"
+        )
+    write_jsonl(run.work_dir / "sft.jsonl", examples)
+    points = length_vs_passrate_points(examples)
+    write_jsonl(run.work_dir / "length_vs_passrate.jsonl", points)
+    if points:
+        from ares_cli.curation_plot import plot_length_vs_passrate
+
+        plot_length_vs_passrate(points, run.work_dir / "length_vs_passrate.png")
+    stats = stats | {"filled": filled}
+    run.finalize(stats)
+    log(f"curate: {len(examples)} examples over {len(stats['brackets'])} brackets")
+    return run, stats
