@@ -1,0 +1,43 @@
+"""``ares report compare``: eval artifacts side by side."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ares_cli.console import emit, options
+from ares_cli.errors import UsageError
+
+app = typer.Typer(help="Tables over artifacts: compare eval results across models.", no_args_is_help=True)
+
+
+@app.command("compare")
+def compare_command(
+    ctx: typer.Context,
+    evals: Annotated[list[str], typer.Argument(help="LABEL=EVAL_ARTIFACT pairs (id or directory).")],
+    bench: Annotated[
+        str | None, typer.Option(help="Benchmark name (default: each artifact's first).")
+    ] = None,
+    markdown_out: Annotated[str | None, typer.Option("--markdown", help="Also write the table here.")] = None,
+) -> None:
+    """Accuracy and mean length per difficulty, plus Spearman(length, difficulty), per model."""
+    from pathlib import Path
+
+    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.report.compare import comparison, markdown, rich_table
+
+    opts = options(ctx)
+    store = ArtifactStore(opts.artifacts_root)
+    pairs = {}
+    for item in evals:
+        label, sep, ref = item.partition("=")
+        if not sep or not label or not ref:
+            raise UsageError(f"expected LABEL=EVAL_ARTIFACT, got '{item}'")
+        pairs[label] = store.resolve(ref)
+    table = comparison(pairs, bench)
+    opts.console.print(rich_table(table))
+    text = markdown(table)
+    if markdown_out:
+        Path(markdown_out).write_text(text)
+    emit(opts, table, text=text)

@@ -1,0 +1,155 @@
+"""Pipelines as Make: ``pipelines/<name>.yaml`` → one Make target per stage.
+
+Each stage's config goes to ``<state>/<stage>.yaml`` and its artifact path to ``<state>/<stage>.id``; both
+files are rewritten only when their content changes, so Make reruns a stage only when its own config or an
+upstream artifact changed, and the stage itself answers "up to date" when nothing did::
+
+    python -m ares_cli.pipeline render pipelines/toy.yaml --state build/pipelines/toy
+    make -f build/pipelines/toy/Makefile all
+
+A stage entry: ``run`` (the verb, e.g. ``passrate`` or ``toy init``), ``args`` (CLI options; a value
+``@other`` is the artifact path of stage ``other``), ``config`` (written to the stage's ``--config`` file).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from ares_cli.errors import InputError
+
+VERBS = ("toy init", "passrate", "curate", "sft", "rl", "eval")
+CONFIG_VERBS = ("passrate", "curate", "sft", "rl", "eval")
+
+
+def load_pipeline(path: str | Path) -> dict[str, Any]:
+    """Read and validate a pipeline file: known verbs, references to earlier stages only."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("pipeline file not found", file=path)
+    spec = yaml.safe_load(path.read_text()) or {}
+    stages = spec.get("stages")
+    if not isinstance(stages, dict) or not stages:
+        raise InputError("expected a non-empty 'stages' mapping", file=path, field="stages")
+    seen: list[str] = []
+    for name, stage in stages.items():
+        if not isinstance(stage, dict) or stage.get("run") not in VERBS:
+            raise InputError(
+                f"'run' must be one of {', '.join(VERBS)}", file=path, field=f"stages.{name}.run"
+            )
+        for key, value in (stage.get("args") or {}).items():
+            for ref in _refs(value):
+                if ref not in seen:
+                    raise InputError(
+                        f"'@{ref}' is not an earlier stage", file=path, field=f"stages.{name}.args.{key}"
+                    )
+        if stage.get("config") and stage["run"] not in CONFIG_VERBS:
+            raise InputError("this verb takes no config", file=path, field=f"stages.{name}.config")
+        seen.append(name)
+    return spec
+
+
+def _refs(value: Any) -> list[str]:
+    values = value if isinstance(value, list) else [value]
+    return [v[1:] for v in values if isinstance(v, str) and v.startswith("@")]
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def _arg_words(key: str, value: Any, state: str) -> list[str]:
+    flag = "--" + key.replace("_", "-")
+    values = value if isinstance(value, list) else [value]
+    words: list[str] = []
+    for item in values:
+        if isinstance(item, bool):
+            words += [flag] if item else []
+        elif isinstance(item, str) and item.startswith("@"):
+            words += [flag, f'"$$(cat {state}/{item[1:]}.id)"']
+        else:
+            words += [flag, shlex.quote(str(item))]
+    return words
+
+
+def render(path: str | Path, state: str | Path, *, ares: str = "ares", python: str = sys.executable) -> Path:
+    """Write ``<state>/Makefile`` and the per-stage config files; returns the Makefile path."""
+    import yaml
+
+    spec = load_pipeline(path)
+    state = Path(state)
+    root = spec.get("artifacts_root", "artifacts")
+    lines = [
+        f"# Generated from {path} by ares_cli.pipeline; edit the YAML, not this file.",
+        f"ARES ?= {ares}",
+        f"PYTHON ?= {python}",
+        f"ARES_ARTIFACTS ?= {root}",
+        "export ARES_ARTIFACTS",
+        "",
+        f"all: {' '.join(f'{state}/{n}.id' for n in spec['stages'])}",
+        "",
+    ]
+    for name, stage in spec["stages"].items():
+        deps = [f"{state}/{ref}.id" for value in (stage.get("args") or {}).values() for ref in _refs(value)]
+        words = ["$(ARES)", "--json", *stage["run"].split()]
+        if stage["run"] in CONFIG_VERBS:
+            config_file = state / f"{name}.yaml"
+            _write_if_changed(config_file, yaml.safe_dump(stage.get("config") or {}, sort_keys=True))
+            deps.insert(0, str(config_file))
+            words += ["--config", str(config_file)]
+        for key, value in (stage.get("args") or {}).items():
+            words += _arg_words(key, value, str(state))
+        target = f"{state}/{name}.id"
+        lines += [
+            f"{target}: {' '.join(dict.fromkeys(deps))}",
+            f"\t@echo '== {name}: ares {stage['run']}' >&2",
+            f"\t{' '.join(words)} > {target}.json",
+            f"\t$(PYTHON) -m ares_cli.pipeline stamp {target}.json {target}",
+            "",
+        ]
+    lines += [".PHONY: all", ""]
+    makefile = state / "Makefile"
+    _write_if_changed(makefile, "\n".join(lines))
+    return makefile
+
+
+def stamp(result_json: str | Path, id_file: str | Path) -> str:
+    """Record a stage's artifact path (from its ``--json`` result) in ``id_file``, only if it changed."""
+    result = json.loads(Path(result_json).read_text())
+    _write_if_changed(Path(id_file), result["path"] + "\n")
+    return result["path"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m ares_cli.pipeline", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("render", help="write the Makefile and per-stage configs")
+    r.add_argument("pipeline")
+    r.add_argument("--state", required=True)
+    r.add_argument("--ares", default="ares")
+    s = sub.add_parser("stamp", help="record a stage's artifact path")
+    s.add_argument("result_json")
+    s.add_argument("id_file")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "render":
+            print(render(args.pipeline, args.state, ares=args.ares))
+        else:
+            stamp(args.result_json, args.id_file)
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Tables (rich, markdown) and plots (matplotlib) over stage artifacts."""

@@ -1,0 +1,145 @@
+"""Compare eval artifacts side by side: accuracy and mean length per difficulty, and how strongly response
+length follows difficulty (Spearman rank correlation over problems)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ares_cli.data.jsonl import read_jsonl
+from ares_cli.errors import InputError
+
+
+def average_ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, ties sharing the mean of their positions."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            ranks[order[position]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rho: the Pearson correlation of average ranks (NaN when either side is constant)."""
+    if len(x) != len(y) or len(x) < 2:
+        raise ValueError("spearman needs two sequences of equal length >= 2")
+    rx, ry = average_ranks(x), average_ranks(y)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    sxx = sum((a - mx) ** 2 for a in rx)
+    syy = sum((b - my) ** 2 for b in ry)
+    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else math.nan
+
+
+def load_eval(directory: str | Path, bench: str | None = None) -> tuple[str, dict, list[dict], list[dict]]:
+    """(bench name, results, problems, samples) of one benchmark of an eval artifact."""
+    directory = Path(directory)
+    results_file = directory / "results.json"
+    if not results_file.is_file():
+        raise InputError("not an eval artifact (no results.json)", file=directory)
+    results = json.loads(results_file.read_text())
+    name = bench or next(iter(results))
+    if name not in results:
+        raise InputError(f"benchmark '{name}' not in {', '.join(results)}", file=results_file)
+    problems = read_jsonl(directory / "problems" / f"{name}.jsonl")
+    samples = read_jsonl(directory / "samples" / f"{name}.jsonl")
+    return name, results[name], problems, samples
+
+
+def length_difficulty_spearman(problems: list[dict], samples: list[dict], key: str = "difficulty") -> float:
+    """Spearman correlation between each problem's difficulty and its mean response length."""
+    lengths: dict[str, list[int]] = {}
+    for row in samples:
+        lengths.setdefault(row["problem_id"], []).append(row["n_tokens"])
+    pairs = [
+        ((p.get("meta") or {}).get(key), statistics.fmean(lengths[p["id"]]))
+        for p in problems
+        if p["id"] in lengths
+    ]
+    pairs = [(d, n) for d, n in pairs if d is not None]
+    if len(pairs) < 2:
+        return math.nan
+    return spearman([float(d) for d, _ in pairs], [n for _, n in pairs])
+
+
+def comparison(evals: dict[str, str | Path], bench: str | None = None) -> dict[str, Any]:
+    """Per model: overall avg@K and mean length, the same per difficulty, and the length–difficulty rho."""
+    models: dict[str, Any] = {}
+    levels: set[str] = set()
+    for label, directory in evals.items():
+        name, result, problems, samples = load_eval(directory, bench)
+        k = int(result["overall"]["k"])
+        per = {
+            level: {"acc": m[f"avg@{k}"], "len": m["len_mean"]}
+            for level, m in result.get("by_difficulty", {}).items()
+        }
+        levels |= set(per)
+        models[label] = {"bench": name, "k": k, "acc": result["overall"][f"avg@{k}"],
+                         "acc_se": result["overall"].get(f"avg@{k}_se"), "len": result["overall"]["len_mean"],
+                         "spearman_len_difficulty": length_difficulty_spearman(problems, samples),
+                         "by_difficulty": per}  # fmt: skip
+    ordered = sorted(levels, key=lambda v: (0, float(v), "") if _is_number(v) else (1, 0.0, v))
+    return {"models": models, "levels": ordered}
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def markdown(table: dict[str, Any]) -> str:
+    """The comparison as a markdown table: accuracy / mean length per difficulty, then overall and rho."""
+    levels = table["levels"]
+    header = ["model"] + [f"d={lv}" for lv in levels] + ["all", "rho(len,d)"]
+    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+    for label, m in table["models"].items():
+        cells = [
+            f"{m['by_difficulty'][lv]['acc']:.2f} / {m['by_difficulty'][lv]['len']:.0f}"
+            if lv in m["by_difficulty"]
+            else "-"
+            for lv in levels
+        ]
+        rho = m["spearman_len_difficulty"]
+        lines.append(
+            f"| {label} | "
+            + " | ".join(cells)
+            + f" | {m['acc']:.3f} / {m['len']:.0f} | "
+            + ("-" if math.isnan(rho) else f"{rho:.3f}")
+            + " |"
+        )
+    return "\n".join(lines) + "\n\nCells: accuracy (avg@K) / mean response length in tokens.\n"
+
+
+def rich_table(table: dict[str, Any]):
+    """The comparison as a rich Table (for stderr)."""
+    from rich.table import Table
+
+    out = Table(title="accuracy / mean length per difficulty")
+    out.add_column("model")
+    for level in table["levels"]:
+        out.add_column(f"d={level}", justify="right")
+    out.add_column("all", justify="right")
+    out.add_column("rho(len,d)", justify="right")
+    for label, m in table["models"].items():
+        cells = [
+            f"{m['by_difficulty'][lv]['acc']:.2f}/{m['by_difficulty'][lv]['len']:.0f}"
+            if lv in m["by_difficulty"]
+            else "-"
+            for lv in table["levels"]
+        ]
+        rho = m["spearman_len_difficulty"]
+        out.add_row(label, *cells, f"{m['acc']:.3f}/{m['len']:.0f}", "-" if math.isnan(rho) else f"{rho:.3f}")
+    return out
