@@ -22,7 +22,7 @@ from typing import Any
 
 from ares_cli import __version__
 from ares_cli.errors import InputError, IntegrityError, StageFailure
-from ares_cli.hashing import canonical_json, sha256_file, sha256_text
+from ares_cli.hashing import canonical_json, sha256_file, sha256_text, strict_json
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -216,7 +216,9 @@ class StageRun:
             "environment": _environment(),
         }
         tmp = self.work_dir / (MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+        tmp.write_text(
+            json.dumps(strict_json(manifest), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n"
+        )
         os.replace(tmp, self.work_dir / MANIFEST)
         (self.work_dir / LOCK_FILE).unlink(missing_ok=True)
         if self.final_dir.exists():  # --force over a complete artifact

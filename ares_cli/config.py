@@ -67,7 +67,9 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
             return value.lower() in ("true", "1", "yes")
         raise UsageError(f"config key '{key}': expected true/false, got {value!r}")
     if annotation is int:
-        if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and _is_int(value))):
+        if isinstance(value, bool) or not (
+            isinstance(value, int) or (isinstance(value, str) and _is_int(value))
+        ):
             raise UsageError(f"config key '{key}': expected an integer, got {value!r}")
         return int(value)
     if annotation is float:

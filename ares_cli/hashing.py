@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,17 @@ def canonical_json(value: Any) -> str:
 def sha256_records(records: Iterable[Any]) -> str:
     """Hex sha256 of the canonical JSON of a list of records."""
     return sha256_text(canonical_json(list(records)))
+
+
+def strict_json(value: Any) -> Any:
+    """A copy with NaN and infinities replaced by None, so files stay valid JSON for jq and pandas."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
 
 
 def json_default(value: Any) -> Any:

@@ -18,6 +18,7 @@ from ares_cli.artifacts import ArtifactStore, InputRef
 from ares_cli.config import option, to_dict
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
+from ares_cli.hashing import strict_json
 from ares_cli.stages.sampling import SAMPLE_KEY, SamplingConfig
 
 CODE_VERSION = "1"
@@ -162,7 +163,9 @@ def run_eval(
         timing[name] = _sample_and_vote(problems, rows, bench_cfg, model_path, log)
         results[name] = score_benchmark(problems, list(rows.rows.values()), k, difficulty, cfg.difficulty_key)
         tables.append(markdown_table(name, results[name]))
-    (run.work_dir / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    (run.work_dir / "results.json").write_text(
+        json.dumps(strict_json(results), indent=2, sort_keys=True) + "\n"
+    )
     (run.work_dir / "results.md").write_text("\n".join(tables))
     run.finalize({"benches": {n: r["overall"] for n, r in results.items()}, "timing": timing})
     return run, results

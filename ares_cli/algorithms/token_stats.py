@@ -1,0 +1,377 @@
+"""One chunked pass of per-token statistics over the policy's next-token distributions.
+
+For every response position t with temperature-scaled logits z_t / T (ARES appendix B) it gives:
+
+- ``logprob``: log pi(o_t) = z_{o_t}/T - logsumexp(z/T), the sampled token's log-probability;
+- ``entropy``: H_t = -sum_j p_j log p_j over the full vocabulary (ARES eq. 3);
+- ``nucleus_entropy``: H'_t of the renormalised top-p nucleus (PAEC eq. 5-6), the nucleus being the
+  smallest prefix of the descending distribution whose mass reaches ``top_p`` (PAEC sec. 3.1), capped at
+  ``top_k`` tokens (PAEC table 4: p = 0.85, cap 10 000); ``top_p = 1`` means the whole vocabulary (capped),
+  not a float-rounding-dependent prefix;
+- ``nucleus_size``: |V_t^(p)| (int64);
+- ``top2_gap``: log pi(1) - log pi(2) (PAEC eq. 8's Delta; the ratio is the same under the full and the
+  renormalised distribution). When the nucleus holds one token PAEC has no second candidate: we still
+  return the full-distribution gap (finite), and ``nucleus_size == 1`` tells the consumer; V = 1 gives +inf.
+
+Memory: positions are processed in chunks of ``chunk_size``; only one chunk's [chunk x V] float32
+temporaries exist at a time. The nucleus never sorts the vocabulary: ``torch.topk`` with k = 64, grown
+x4 (64, 256, 1024, ...) up to ``top_k`` only for rows whose mass has not reached ``top_p``.
+
+Gradients come from a custom autograd function that saves only per-token scalars and recomputes each
+chunk in backward, so autograd never holds [tokens x V] float32 either. ``logprob`` and
+``nucleus_entropy`` carry gradient (PAEC needs dH'/dtheta); ``entropy`` only with ``entropy_grad=True``;
+``nucleus_size`` and ``top2_gap`` never. Analytic gradients with x = z/T, log p = log_softmax(x):
+d logprob/dx = onehot(o_t) - p;  dH/dx = -p (log p + H);  dH'/dx_S = -q (log q + H') on the nucleus S
+(q the renormalised nucleus distribution) and 0 elsewhere; dz = dx / T.
+
+``fused_token_stats`` does the same from hidden states and the lm_head weight, computing the logits of
+one chunk at a time (forward and backward), so full logits are never stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+ALL_STATS = ("logprob", "entropy", "nucleus_entropy", "nucleus_size", "top2_gap")
+DEFAULT_CHUNK_SIZE = 128
+_K0 = 64  # first topk size of the nucleus search
+_GROW = 4  # k grows x4 for rows whose nucleus mass is not reached yet
+
+
+@dataclass
+class TokenStats:
+    """Per-position statistics, each shaped like ``targets`` ([..., T]); ``None`` if not requested."""
+
+    logprob: Tensor | None = None
+    entropy: Tensor | None = None
+    nucleus_entropy: Tensor | None = None
+    nucleus_size: Tensor | None = None
+    top2_gap: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class _Cfg:
+    temperature: float
+    top_p: float
+    top_k: int
+    chunk_size: int
+    want: frozenset
+    entropy_grad: bool
+
+
+def _make_cfg(temperature, top_p, top_k, chunk_size, stats, entropy_grad) -> _Cfg:
+    if isinstance(stats, str):
+        stats = (stats,)
+    unknown = sorted(set(stats) - set(ALL_STATS))
+    if unknown or not stats:
+        raise ValueError(f"stats must be a non-empty subset of {ALL_STATS}, got {tuple(stats)}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if top_k < 1 or chunk_size < 1:
+        raise ValueError(f"top_k and chunk_size must be >= 1, got {top_k}, {chunk_size}")
+    return _Cfg(float(temperature), float(top_p), int(top_k), int(chunk_size), frozenset(stats), entropy_grad)
+
+
+def _scaled(z: Tensor, cfg: _Cfg) -> Tensor:
+    """float32 x = z / T for one chunk. May alias ``z`` (float32, T = 1): never modify it in place."""
+    x = z.float()
+    return x if cfg.temperature == 1.0 else x / cfg.temperature
+
+
+def _entropy(logp: Tensor) -> Tensor:
+    """Full-vocabulary entropy H = -sum_j p_j log p_j (ARES eq. 3) of each row of log-probs [C, V]."""
+    h = -torch.linalg.vecdot(logp.exp(), logp)
+    bad = torch.isnan(h)  # rows with -inf logits: 0 * -inf; recompute only those rows
+    if bad.any():
+        lb = logp[bad]
+        h[bad] = -(lb.exp() * torch.where(torch.isfinite(lb), lb, torch.zeros_like(lb))).sum(-1)
+    return h
+
+
+def _nucleus_dist(vals: Tensor, n: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Renormalised nucleus distribution (PAEC eq. 5) over the first n[r] of descending ``vals``.
+
+    Returns (q, log q with 0 outside the nucleus, H' of PAEC eq. 6)."""
+    inside = torch.arange(vals.shape[-1], device=vals.device) < n.unsqueeze(-1)
+    v = vals.masked_fill(~inside, float("-inf"))
+    logq = v - torch.logsumexp(v, -1, keepdim=True)
+    logq = logq.masked_fill(~inside, 0.0)
+    q = logq.exp() * inside
+    return q, logq, -(q * logq).sum(-1)
+
+
+def _nucleus(logp: Tensor, cfg: _Cfg) -> tuple[Tensor, Tensor, Tensor]:
+    """Nucleus size, nucleus entropy and top-2 gap of each row of log-probs by growing ``topk``."""
+    c, v = logp.shape
+    kmax = min(cfg.top_k, v)
+    n = torch.empty(c, dtype=torch.long, device=logp.device)
+    h = torch.empty(c, dtype=logp.dtype, device=logp.device)
+    gap = torch.full((c,), float("inf"), dtype=logp.dtype, device=logp.device)
+    rows = torch.arange(c, device=logp.device)
+    k = min(max(_K0, 2), v)
+    xs = logp
+    first = True
+    while True:
+        vals = torch.topk(xs, k, dim=-1, sorted=True).values
+        if first and k >= 2:
+            gap = vals[:, 0] - vals[:, 1]
+        first = False
+        kk = min(k, kmax)
+        cum = vals[:, :kk].exp().cumsum(-1)
+        done = ((cum[:, -1] >= cfg.top_p) & (cfg.top_p < 1)) | (kk >= kmax)  # top_p = 1: all (capped)
+        cnt = (
+            ((cum < cfg.top_p).sum(-1) + 1).clamp_(max=kk) if cfg.top_p < 1 else torch.full_like(n[rows], kk)
+        )
+        n[rows[done]] = cnt[done]
+        h[rows[done]] = _nucleus_dist(vals[done, :kk], cnt[done])[2]
+        if bool(done.all()):
+            return n, h, gap
+        rows = rows[~done]
+        xs = logp[rows]
+        k = min(k * _GROW, kmax)
+
+
+def _forward_chunk(x: Tensor, y: Tensor, cfg: _Cfg) -> dict[str, Tensor]:
+    """All requested statistics of one chunk from one fused ``log_softmax`` of x = z / T."""
+    logp = torch.log_softmax(x, -1)
+    out: dict[str, Tensor] = {}
+    if "entropy" in cfg.want:
+        out["entropy"] = _entropy(logp)
+    if "logprob" in cfg.want:
+        out["logprob"] = logp.gather(-1, y.unsqueeze(-1)).squeeze(-1)
+    if cfg.want & {"nucleus_entropy", "nucleus_size"}:
+        out["nucleus_size"], out["nucleus_entropy"], out["top2_gap"] = _nucleus(logp, cfg)
+    elif "top2_gap" in cfg.want:
+        if x.shape[-1] >= 2:
+            top = torch.topk(logp, 2, dim=-1).values
+            out["top2_gap"] = top[:, 0] - top[:, 1]
+        else:
+            out["top2_gap"] = torch.full_like(logp[:, 0], float("inf"))
+    return out
+
+
+def _grad_chunk(x, y, h, hn, n, g_lp, g_h, g_hn, cfg: _Cfg) -> Tensor:
+    """d(sum_t g_lp logprob + g_h H + g_hn H')/dz for one chunk (formulas in the module docstring)."""
+    logp = torch.log_softmax(x, -1)
+    nuc = None
+    if g_hn is not None and n.numel():
+        vals, idx = torch.topk(logp, int(n.max()), dim=-1, sorted=True)  # the same set as in forward
+        q, logq, _ = _nucleus_dist(vals, n)
+        nuc = (idx, -(q * (logq + hn.unsqueeze(-1))) * g_hn.unsqueeze(-1))
+    p = logp.exp()
+    coef = g_lp.unsqueeze(-1) if g_lp is not None else torch.zeros_like(logp[:, :1])
+    if g_h is not None:
+        gx = logp.add_(h.unsqueeze(-1)).mul_(g_h.unsqueeze(-1)).add_(coef).mul_(p).neg_()
+    else:
+        gx = p.mul_(coef).neg_()
+    if g_lp is not None:
+        gx.scatter_add_(-1, y.unsqueeze(-1), g_lp.unsqueeze(-1))
+    if nuc is not None:
+        gx.scatter_add_(-1, *nuc)
+    return gx if cfg.temperature == 1.0 else gx.div_(cfg.temperature)
+
+
+_OUT = ("logprob", "entropy", "nucleus_entropy", "nucleus_size", "top2_gap")
+
+
+def _run_forward(ctx, n_rows: int, chunk_x, y: Tensor, cfg: _Cfg, device) -> tuple[tuple, list[Tensor]]:
+    """Chunked forward; returns the five outputs (empty tensors where not requested) and the per-token
+    scalars backward needs (H, H', nucleus size)."""
+    parts: dict[str, list[Tensor]] = {}
+    for s in range(0, n_rows, cfg.chunk_size):
+        e = min(s + cfg.chunk_size, n_rows)
+        for key, val in _forward_chunk(chunk_x(s, e), y[s:e], cfg).items():
+            parts.setdefault(key, []).append(val)
+    full = {k: torch.cat(v) for k, v in parts.items() if v}
+
+    def get(k: str) -> Tensor:
+        return full[k] if k in full else torch.empty(0, device=device)
+
+    outs = tuple(get(k) if k in cfg.want else torch.empty(0, device=device) for k in _OUT)
+    nondiff = [outs[3], outs[4]] + [o for k, o in zip(_OUT, outs, strict=True) if k not in cfg.want]
+    if not cfg.entropy_grad and "entropy" in cfg.want:
+        nondiff.append(outs[1])
+    ctx.mark_non_differentiable(*nondiff)
+    ctx.cfg = cfg
+    return outs, [get("entropy"), get("nucleus_entropy"), get("nucleus_size")]
+
+
+def _grads_in(ctx, g_lp, g_h, g_hn):
+    cfg = ctx.cfg
+    g_lp = g_lp if "logprob" in cfg.want else None
+    g_h = g_h if ("entropy" in cfg.want and cfg.entropy_grad) else None
+    g_hn = g_hn if "nucleus_entropy" in cfg.want else None
+    return g_lp, g_h, g_hn
+
+
+class _TokenStatsFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits2d: Tensor, y: Tensor, cfg: _Cfg):
+        with torch.no_grad():
+            outs, saved = _run_forward(
+                ctx, logits2d.shape[0], lambda s, e: _scaled(logits2d[s:e], cfg), y, cfg, logits2d.device
+            )
+        ctx.save_for_backward(logits2d, y, *saved)
+        return outs
+
+    @staticmethod
+    def backward(ctx, g_lp, g_h, g_hn, _g_n, _g_gap):
+        logits2d, y, h, hn, n = ctx.saved_tensors
+        cfg = ctx.cfg
+        g_lp, g_h, g_hn = _grads_in(ctx, g_lp, g_h, g_hn)
+        grad = torch.zeros_like(logits2d)
+        if g_lp is None and g_h is None and g_hn is None:
+            return grad, None, None
+        for s in range(0, logits2d.shape[0], cfg.chunk_size):
+            e = min(s + cfg.chunk_size, logits2d.shape[0])
+            sl = slice(s, e)
+            gx = _grad_chunk(
+                _scaled(logits2d[sl], cfg), y[sl], h[sl] if g_h is not None else None,
+                hn[sl] if g_hn is not None else None, n[sl] if g_hn is not None else None,
+                None if g_lp is None else g_lp[sl], None if g_h is None else g_h[sl],
+                None if g_hn is None else g_hn[sl], cfg,
+            )  # fmt: skip
+            grad[sl] = gx.to(grad.dtype)
+        return grad, None, None
+
+
+def _linear(h: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    return torch.nn.functional.linear(h, weight, bias)
+
+
+class _FusedFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden2d: Tensor, weight: Tensor, bias: Tensor | None, y: Tensor, cfg: _Cfg):
+        with torch.no_grad():
+            outs, saved = _run_forward(
+                ctx, hidden2d.shape[0], lambda s, e: _scaled(_linear(hidden2d[s:e], weight, bias), cfg),
+                y, cfg, hidden2d.device,
+            )  # fmt: skip
+        ctx.save_for_backward(hidden2d, weight, bias, y, *saved)
+        return outs
+
+    @staticmethod
+    def backward(ctx, g_lp, g_h, g_hn, _g_n, _g_gap):
+        hidden2d, weight, bias, y, h, hn, n = ctx.saved_tensors
+        cfg = ctx.cfg
+        g_lp, g_h, g_hn = _grads_in(ctx, g_lp, g_h, g_hn)
+        need_h, need_w, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2]
+        grad_h = torch.zeros_like(hidden2d) if need_h else None
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if need_w else None
+        grad_b = torch.zeros(weight.shape[0], dtype=torch.float32, device=weight.device) if need_b else None
+        if g_lp is None and g_h is None and g_hn is None:
+            return grad_h, _cast(grad_w, weight), _cast(grad_b, bias), None, None
+        for s in range(0, hidden2d.shape[0], cfg.chunk_size):
+            e = min(s + cfg.chunk_size, hidden2d.shape[0])
+            sl = slice(s, e)
+            with torch.no_grad():
+                x = _scaled(_linear(hidden2d[sl], weight, bias), cfg)
+            gz = _grad_chunk(
+                x, y[sl], h[sl] if g_h is not None else None,
+                hn[sl] if g_hn is not None else None, n[sl] if g_hn is not None else None,
+                None if g_lp is None else g_lp[sl], None if g_h is None else g_h[sl],
+                None if g_hn is None else g_hn[sl], cfg,
+            )  # fmt: skip
+            if need_h:
+                grad_h[sl] = (gz.to(weight.dtype) @ weight).to(grad_h.dtype)
+            if need_w:
+                grad_w += gz.t() @ hidden2d[sl].float()
+            if need_b:
+                grad_b += gz.sum(0)
+        return grad_h, _cast(grad_w, weight), _cast(grad_b, bias), None, None
+
+
+def _cast(g: Tensor | None, like: Tensor | None) -> Tensor | None:
+    return None if g is None or like is None else g.to(like.dtype)
+
+
+def _check_targets(targets: Tensor, lead: torch.Size, v: int, needs_targets: bool) -> Tensor:
+    if tuple(targets.shape) != tuple(lead):
+        raise ValueError(f"targets shape {tuple(targets.shape)} != logits leading shape {tuple(lead)}")
+    y = targets.reshape(-1).long()
+    if needs_targets and y.numel() and (int(y.min()) < 0 or int(y.max()) >= v):
+        raise ValueError(f"targets must lie in [0, {v}); padding positions need a valid id (mask later)")
+    return y
+
+
+def _wrap(outs: tuple[Tensor, ...], lead: torch.Size, cfg: _Cfg) -> TokenStats:
+    return TokenStats(
+        **{k: (o.view(lead) if k in cfg.want else None) for k, o in zip(_OUT, outs, strict=True)}
+    )
+
+
+def token_stats(
+    logits: Tensor,
+    targets: Tensor,
+    *,
+    temperature: float = 1.0,
+    top_p: float = 0.85,
+    top_k: int = 10000,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    stats: tuple[str, ...] = ALL_STATS,
+    entropy_grad: bool = False,
+) -> TokenStats:
+    """Statistics of ``logits`` [..., T, V] at ``targets`` [..., T] (positions already aligned).
+
+    Any float dtype (bf16/fp16 are upcast to float32 per chunk). ``stats`` picks what to compute (GRPO
+    needs only ``("logprob", "entropy")``); the rest are ``None``. See the module docstring for the
+    equations and the gradient contract."""
+    cfg = _make_cfg(temperature, top_p, top_k, chunk_size, stats, entropy_grad)
+    lead, v = logits.shape[:-1], logits.shape[-1]
+    y = _check_targets(targets, lead, v, "logprob" in cfg.want)
+    return _wrap(_TokenStatsFn.apply(logits.reshape(-1, v), y, cfg), lead, cfg)
+
+
+def fused_token_stats(
+    hidden: Tensor,
+    weight: Tensor,
+    targets: Tensor,
+    *,
+    bias: Tensor | None = None,
+    temperature: float = 1.0,
+    top_p: float = 0.85,
+    top_k: int = 10000,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    stats: tuple[str, ...] = ALL_STATS,
+    entropy_grad: bool = False,
+) -> TokenStats:
+    """``token_stats(hidden @ weight.T + bias, targets, ...)`` without ever storing the logits.
+
+    ``hidden`` [..., T, D] are the final hidden states of the response positions (see
+    :func:`select_response`), ``weight`` [V, D] the lm_head weight. Logits of one chunk of positions
+    are computed in the weight's dtype (as the model's lm_head would), upcast to float32, reduced, and
+    recomputed in backward; gradients flow to ``hidden``, ``weight`` and ``bias`` (weight/bias
+    gradients accumulate in float32)."""
+    cfg = _make_cfg(temperature, top_p, top_k, chunk_size, stats, entropy_grad)
+    lead, d = hidden.shape[:-1], hidden.shape[-1]
+    if weight.dim() != 2 or weight.shape[1] != d:
+        raise ValueError(f"weight must be [V, {d}], got {tuple(weight.shape)}")
+    y = _check_targets(targets, lead, weight.shape[0], "logprob" in cfg.want)
+    return _wrap(_FusedFn.apply(hidden.reshape(-1, d), weight, bias, y, cfg), lead, cfg)
+
+
+def select_response(x, input_ids: Tensor, response_length: int) -> tuple[Tensor, Tensor]:
+    """Positions that predict the last ``response_length`` tokens of ``input_ids`` [B, L].
+
+    ``x`` is a causal LM's per-position output [B, L', ...] (logits or final hidden states; an HF output
+    object with ``.logits`` is accepted) whose last position is L - 1 (L' may be shorter than L, e.g.
+    with ``logits_to_keep=response_length + 1``). Position t predicts token t + 1, so the result is
+    ``x[:, -R-1:-1]`` (a view, no copy) and the targets ``input_ids[:, -R:]``; right-padded responses
+    keep their padding, to be masked by the caller."""
+    x = x.logits if hasattr(x, "logits") else x
+    r = int(response_length)
+    if r < 1 or r >= input_ids.shape[1] or x.shape[1] < r + 1:
+        raise ValueError(
+            f"response_length {r} does not fit inputs {tuple(input_ids.shape)} / {tuple(x.shape)}"
+        )
+    return x[:, -r - 1 : -1], input_ids[:, -r:]
+
+
+def response_logits(output, input_ids: Tensor, response_length: int) -> tuple[Tensor, Tensor]:
+    """Response-position logits [B, R, V] and targets [B, R] from an HF causal LM output (or logits)."""
+    return select_response(output, input_ids, response_length)

@@ -1,0 +1,172 @@
+"""Training checkpoints without pickle: tensors in safetensors, everything else in JSON.
+
+A checkpoint is a directory ``checkpoints/step-000012/`` holding
+
+- ``model.safetensors``                 the trainable model's full state dict (written by rank 0),
+- ``optimizer.rank{r}.safetensors/.json`` each rank's optimizer state (a full torch AdamW state, or the
+  rank's ZeRO-1/2 partition of it), nested structure in JSON with tensors referenced by key,
+- ``rng.rank{r}.safetensors/.json``     python / numpy / torch RNG states,
+- ``state.json``                        step, epoch, counters, world size (written last: the marker).
+
+The schedule is a pure function of the step, so "scheduler state" is the step. Directories are written as
+``*.tmp`` and renamed; :func:`latest` ignores anything without ``state.json``; :func:`prune` keeps the last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+STATE = "state.json"
+
+
+# ---- nested state <-> (tensors, json) --------------------------------------------------------------
+def flatten_state(obj: Any, tensors: dict[str, Any], prefix: str = "t") -> Any:
+    """Replace every tensor in a nested dict/list by ``{"__tensor__": key}``, collecting it in ``tensors``."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        key = f"{prefix}.{len(tensors)}"
+        tensors[key] = obj.detach().cpu().contiguous()
+        return {"__tensor__": key}
+    if isinstance(obj, dict):
+        return {"__dict__": [[k, flatten_state(v, tensors, prefix)] for k, v in obj.items()]}
+    if isinstance(obj, (list, tuple)):
+        return [flatten_state(v, tensors, prefix) for v in obj]
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"cannot checkpoint a {type(obj).__name__} without pickle")
+
+
+def unflatten_state(obj: Any, tensors: dict[str, Any]) -> Any:
+    if isinstance(obj, dict) and "__tensor__" in obj:
+        return tensors[obj["__tensor__"]]
+    if isinstance(obj, dict) and "__dict__" in obj:
+        return {k: unflatten_state(v, tensors) for k, v in obj["__dict__"]}
+    if isinstance(obj, list):
+        return [unflatten_state(v, tensors) for v in obj]
+    return obj
+
+
+def save_state(obj: Any, stem: Path) -> None:
+    """``stem.safetensors`` + ``stem.json`` for a nested state (dict keys may be ints: kept as ints)."""
+    from safetensors.torch import save_file
+
+    tensors: dict[str, Any] = {}
+    tree = flatten_state(obj, tensors)
+    save_file(tensors, str(stem.with_suffix(".safetensors")))
+    stem.with_suffix(".json").write_text(json.dumps(tree))
+
+
+def load_state(stem: Path) -> Any:
+    from safetensors.torch import load_file
+
+    tensors = load_file(str(stem.with_suffix(".safetensors")))
+    return unflatten_state(json.loads(stem.with_suffix(".json").read_text()), tensors)
+
+
+# ---- RNG -------------------------------------------------------------------------------------------
+def rng_state() -> dict[str, Any]:
+    import numpy as np
+    import torch
+
+    version, keys, pos, has_gauss, gauss = np.random.get_state()
+    state = {"python": _listify(random.getstate()), "torch": torch.get_rng_state(),
+             "numpy": [version, torch.from_numpy(keys.astype("int64")), int(pos), int(has_gauss), float(gauss)]}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    import numpy as np
+    import torch
+
+    version, keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state((version, keys.numpy().astype("uint32"), pos, has_gauss, gauss))
+    random.setstate(_tuplify(state["python"]))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def _listify(value):
+    return [_listify(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
+def _tuplify(value):
+    return tuple(_tuplify(v) for v in value) if isinstance(value, list) else value
+
+
+# ---- checkpoint directories ----------------------------------------------------------------------
+def step_dir(root: Path, step: int) -> Path:
+    return root / f"step-{step:06d}"
+
+
+def save(root: Path, step: int, *, model_state: dict | None, optimizer_state: Any, meta: dict[str, Any],
+         rank: int, barrier=lambda: None) -> Path:
+    """Write one checkpoint collectively: every rank its optimizer + RNG, rank 0 the model and the marker."""
+    final = step_dir(root, step)
+    tmp = final.with_name(final.name + ".tmp")
+    if rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    barrier()
+    if rank == 0 and model_state is not None:
+        from safetensors.torch import save_file
+
+        tensors, aliases = dedupe_tied(model_state)
+        save_file(tensors, str(tmp / "model.safetensors"))
+        (tmp / "model.aliases.json").write_text(json.dumps(aliases, sort_keys=True))
+    save_state(optimizer_state, tmp / f"optimizer.rank{rank}")
+    save_state(rng_state(), tmp / f"rng.rank{rank}")
+    barrier()
+    if rank == 0:
+        (tmp / STATE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+        os.replace(tmp, final)
+        prune(root, keep=final)
+    barrier()
+    return final
+
+
+def dedupe_tied(state: dict) -> tuple[dict, dict[str, str]]:
+    """Tensors with shared storage (tied embeddings) stored once: (unique tensors, {alias: stored name})."""
+    tensors, aliases, seen = {}, {}, {}
+    for name, value in state.items():
+        key = (value.untyped_storage().data_ptr(), value.storage_offset(), tuple(value.shape))
+        if key in seen:
+            aliases[name] = seen[key]
+            continue
+        seen[key] = name
+        tensors[name] = value.detach().cpu().contiguous()
+    return tensors, aliases
+
+
+def latest(root: Path) -> Path | None:
+    """The newest complete checkpoint under ``root`` (one with ``state.json``), or None."""
+    done = sorted(p for p in root.glob("step-*") if p.is_dir() and (p / STATE).is_file())
+    return done[-1] if done else None
+
+
+def load(path: Path, rank: int) -> tuple[dict, Any, dict[str, Any]]:
+    """(model state dict, this rank's optimizer state, meta) of a checkpoint; restores this rank's RNG last."""
+    from safetensors.torch import load_file
+
+    meta = json.loads((path / STATE).read_text())
+    model_state = load_file(str(path / "model.safetensors"))
+    for alias, name in json.loads((path / "model.aliases.json").read_text()).items():
+        model_state[alias] = model_state[name]
+    optimizer_state = load_state(path / f"optimizer.rank{rank}")
+    set_rng_state(load_state(path / f"rng.rank{rank}"))
+    return model_state, optimizer_state, meta
+
+
+def prune(root: Path, *, keep: Path) -> None:
+    """Remove every checkpoint (and stale temp dir) under ``root`` except ``keep``."""
+    for path in root.glob("step-*"):
+        if path != keep:
+            shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,171 @@
+"""Distributed glue: process-group setup from launcher environment variables, and the DeepSpeed engine.
+
+``torchrun`` and the ``deepspeed`` launcher both set RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR /
+MASTER_PORT; :func:`init_from_env` reads them (gloo on CPU, nccl on GPU) and is a no-op for one process.
+Gradient reduction is a *sum* here: every loss is already normalised by the global token count of the
+optimiser step, so summing rank gradients gives the single-process gradient whatever the split.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ares_cli.errors import UsageError
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """Where this process sits: global rank, world size, local rank and its torch device string."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: str = "cpu"
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init_from_env(*, cpu: bool | None = None) -> DistInfo:
+    """Initialise ``torch.distributed`` from launcher variables (once); one process when WORLD_SIZE is unset."""
+    import torch
+    import torch.distributed as dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = torch.cuda.is_available() if cpu is None else not cpu
+    device = f"cuda:{local_rank}" if use_cuda else "cpu"
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+    if world > 1 and not dist.is_initialized():
+        for var in ("MASTER_ADDR", "MASTER_PORT"):
+            if var not in os.environ:
+                raise UsageError(f"WORLD_SIZE={world} but {var} is not set; launch with torchrun or deepspeed")
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo", rank=rank, world_size=world)
+    return DistInfo(rank=rank, world_size=world, local_rank=local_rank, device=device)
+
+
+def is_initialized() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+def is_main() -> bool:
+    """True on global rank 0 (and in a single process)."""
+    import torch.distributed as dist
+
+    return not is_initialized() or dist.get_rank() == 0
+
+
+def barrier() -> None:
+    """Wait for every rank (no-op in a single process)."""
+    import torch.distributed as dist
+
+    if is_initialized():
+        dist.barrier()
+
+
+def all_reduce_sum(tensor):
+    """Sum ``tensor`` over ranks in place and return it (identity in a single process)."""
+    import torch.distributed as dist
+
+    if is_initialized():
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def broadcast_json(value: Any = None, *, src: int = 0) -> Any:
+    """Rank ``src``'s JSON-serialisable ``value`` on every rank (sent as UTF-8 bytes, never pickled)."""
+    import torch
+    import torch.distributed as dist
+
+    if not is_initialized():
+        return value
+    payload = json.dumps(value).encode() if dist.get_rank() == src else b""
+    size = torch.tensor([len(payload)], dtype=torch.long)
+    dist.broadcast(size, src=src)
+    buffer = torch.zeros(int(size.item()), dtype=torch.uint8)
+    if dist.get_rank() == src:
+        buffer.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
+    dist.broadcast(buffer, src=src)
+    return json.loads(bytes(buffer.tolist()).decode())
+
+
+def all_reduce_grads_sum(parameters) -> None:
+    """Sum the gradients of ``parameters`` over ranks (plain-torch data parallelism without DDP)."""
+    if not is_initialized():
+        return
+    for param in parameters:
+        if param.grad is not None:
+            all_reduce_sum(param.grad)
+
+
+def shutdown() -> None:
+    import torch.distributed as dist
+
+    if is_initialized():
+        dist.destroy_process_group()
+
+
+# ---- DeepSpeed ---------------------------------------------------------------------------------------
+def deepspeed_config(
+    path: str | Path, *, micro_batch: int, grad_accum: int, world_size: int, grad_clip: float, bf16: bool
+) -> dict[str, Any]:
+    """Read a ZeRO JSON/YAML config and fill the batch, clipping and precision keys from the SFT config.
+
+    Keys the file sets to ``"auto"`` (or leaves out) are filled; an explicit value that contradicts the SFT
+    config is a usage error, so the run never trains with a batch other than the one in its manifest.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"deepspeed config {path} does not exist")
+    text = path.read_text()
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        config = yaml.safe_load(text) or {}
+    else:
+        config = json.loads(text)
+    wanted = {
+        "train_micro_batch_size_per_gpu": micro_batch,
+        "gradient_accumulation_steps": grad_accum,
+        "train_batch_size": micro_batch * grad_accum * world_size,
+        "gradient_clipping": grad_clip,
+    }
+    for key, value in wanted.items():
+        if config.get(key, "auto") not in ("auto", value):
+            raise UsageError(f"{path}: {key}={config[key]} contradicts the SFT config ({value}); use \"auto\"")
+        config[key] = value
+    config["bf16"] = {**config.get("bf16", {}), "enabled": bf16}
+    config["fp16"] = {"enabled": False}
+    config.setdefault("steps_per_print", 10**9)
+    config.setdefault("wall_clock_breakdown", False)
+    return config
+
+
+def deepspeed_engine(model, optimizer, config: dict[str, Any]):
+    """Wrap ``model`` and a client torch optimizer in a DeepSpeed engine (process group already set up)."""
+    os.environ.setdefault("DS_ACCELERATOR", "cpu" if not _cuda() else "cuda")
+    import deepspeed
+
+    engine, _, _, _ = deepspeed.initialize(
+        model=model, optimizer=optimizer, config=config, dist_init_required=not is_initialized()
+    )
+    return engine
+
+
+def zero_stage(engine) -> int:
+    return int(engine.zero_optimization_stage()) if engine is not None else 0
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

@@ -1,0 +1,309 @@
+"""Cold-start supervised fine-tuning (ARES appendix A): config, model setup and the training loop.
+
+Read :func:`train_sft` top to bottom: load → plan steps → resume → for each optimiser step (set lr, run
+this rank's micro-batches, reduce, clip, step, log, checkpoint) → save the final model.
+
+Loss: summed token cross-entropy over response tokens divided by the response-token count of the whole
+optimiser step (all ranks, all micro-batches), so any micro-batch / rank split gives the same gradient.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ares_cli.config import option
+from ares_cli.errors import UsageError
+
+CODE_VERSION = "sft-1"
+VISION_PATTERNS = ("visual", "vision_tower", "vision_model")
+
+
+@dataclass
+class SFTConfig:
+    """Cold-start SFT; defaults follow the ARES paper (appendix A) where it states them."""
+
+    epochs: int = option(2, "Passes over the SFT set (ARES: 2).")
+    lr: float = option(2e-5, "Peak AdamW learning rate (ARES: 2e-5).")
+    batch_size: int = option(256, "Global batch: sequences per optimiser step over all ranks (ARES: 256).")
+    micro_batch_size: int = option(4, "Sequences per forward/backward on one rank; accumulation is derived.")
+    max_seq_len: int = option(32768, "Tokens per example; longer ones are truncated (ARES: 32k).")
+    max_steps: int | None = option(None, "Optimiser steps to run (the schedule spans them); None = all epochs.")
+    scheduler: Literal["cosine", "constant"] = option("cosine", "LR after warmup: cosine decay to 0, or constant.")
+    warmup_ratio: float = option(0.03, "Fraction of steps with linear warmup (not stated in the paper).")
+    weight_decay: float = option(0.01, "AdamW weight decay on matrices (paper's RL value; SFT not stated).")
+    adam_beta1: float = option(0.9, "AdamW beta1.")
+    adam_beta2: float = option(0.999, "AdamW beta2.")
+    adam_eps: float = option(1e-8, "AdamW epsilon.")
+    grad_clip: float = option(1.0, "Clip the global gradient norm to this (0 = off).")
+    seed: int = option(0, "Seed of data order and RNG state.")
+    gradient_checkpointing: bool = option(False, "Recompute activations in backward (memory for time).")
+    dtype: Literal["auto", "fp32", "bf16"] = option("auto", "auto = bf16 on GPU, fp32 on CPU.")
+    batching: Literal["length_grouped", "packed"] = option(
+        "length_grouped", "Sort windows by length (little padding), or pack each micro-batch into one row.")
+    save_every: int = option(100, "Checkpoint every N optimiser steps (0 = never); only the last is kept.")
+    freeze_vision_tower: bool = option(True, "Freeze params named visual/vision_tower/vision_model (ARES).")
+    deepspeed: str | None = option(None, "DeepSpeed ZeRO config (pipelines/deepspeed/zero2.json); None = torch.")
+
+
+@dataclass
+class SFTResult:
+    complete: bool
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+# ---- pure helpers ------------------------------------------------------------------------------------
+def lr_at(step: int, total: int, config: SFTConfig) -> float:
+    """Learning rate of optimiser step ``step`` (0-based): linear warmup, then cosine to 0 or constant."""
+    warmup = int(math.ceil(config.warmup_ratio * total))
+    if step < warmup:
+        return config.lr * (step + 1) / warmup
+    if config.scheduler == "constant":
+        return config.lr
+    progress = (step - warmup) / max(1, total - warmup)
+    return config.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def accumulation_steps(config: SFTConfig, world_size: int) -> int:
+    per_pass = config.micro_batch_size * world_size
+    if config.batch_size % per_pass:
+        raise UsageError(f"batch_size {config.batch_size} is not a multiple of micro_batch_size "
+                         f"{config.micro_batch_size} x {world_size} rank(s)")
+    return config.batch_size // per_pass
+
+
+def freeze_vision_tower(model, patterns: tuple[str, ...] = VISION_PATTERNS) -> int:
+    """Set ``requires_grad=False`` on parameters whose dotted name has a vision-tower part; returns count."""
+    frozen = 0
+    for name, param in model.named_parameters():
+        if any(part in patterns for part in name.split(".")):
+            param.requires_grad_(False)
+            frozen += param.numel()
+    return frozen
+
+
+def param_groups(model, weight_decay: float) -> list[dict]:
+    """AdamW groups: decay on matrices, none on biases and norms; frozen parameters left out."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def load_model(path: str | Path):
+    """A causal LM (or a vision-language model) in fp32 from a directory or hub id."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    try:
+        return AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    except ValueError:
+        from transformers import AutoModelForImageTextToText
+
+        return AutoModelForImageTextToText.from_pretrained(str(path), dtype=torch.float32)
+
+
+def micro_loss(model, batch: dict[str, Any]):
+    """Summed cross-entropy over labelled positions (labels are pre-shifted; only their logits are built)."""
+    import torch.nn.functional as F
+
+    from ares_cli.training.sft_data import IGNORE
+
+    labels = batch.pop("labels")
+    keep = (labels != IGNORE).any(0).nonzero().squeeze(-1)
+    keep = keep if keep.numel() else keep.new_zeros(1)
+    logits = model(**batch, logits_to_keep=keep, use_cache=False).logits.float()
+    return F.cross_entropy(logits.flatten(0, 1), labels[:, keep].flatten(), ignore_index=IGNORE, reduction="sum")
+
+
+def _fmt_eta(seconds: float) -> str:
+    seconds = int(max(0, seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+# ---- the loop ----------------------------------------------------------------------------------------
+def train_sft(
+    config: SFTConfig,
+    *,
+    model_path: str | Path,
+    data_path: str | Path,
+    out_dir: str | Path,
+    log: Callable[[str], None] = print,
+    stop_after: int | None = None,
+) -> SFTResult:
+    """Fine-tune ``model_path`` on ``data_path``; checkpoints in ``out_dir/checkpoints`` (resumed from
+    automatically), final model + tokenizer in ``out_dir/model``. Call on every rank after
+    :func:`distributed.init_from_env`. ``stop_after`` (a test hook) checkpoints and returns after that step.
+    """
+    import random
+
+    import numpy as np
+    import torch
+    from transformers import AutoTokenizer
+
+    from ares_cli.training import checkpoint, distributed
+    from ares_cli.training.sft_data import collate, epoch_batches, load_examples, micro_batches
+
+    dist = distributed.init_from_env()
+    out_dir, ckpt_root = Path(out_dir), Path(out_dir) / "checkpoints"
+    log = log if dist.is_main else (lambda _msg: None)
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    torch.manual_seed(config.seed)
+
+    # -- model, data, plan
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    model = load_model(model_path)
+    frozen = freeze_vision_tower(model) if config.freeze_vision_tower else 0
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    bf16 = config.dtype == "bf16" or (config.dtype == "auto" and dist.device.startswith("cuda"))
+    examples, counts = load_examples(Path(data_path), tokenizer, config.max_seq_len)
+    lengths = [len(ex.input_ids) for ex in examples]
+    n_micro = accumulation_steps(config, dist.world_size)
+    steps_per_epoch = math.ceil(len(examples) / config.batch_size)
+    total_steps = config.max_steps or config.epochs * steps_per_epoch
+    log(f"sft: {len(examples)} examples ({counts['truncated']} truncated, {counts['dropped_no_response']} "
+        f"dropped), {total_steps} steps of {config.batch_size} = {dist.world_size} rank(s) x {n_micro} micro "
+        f"x {config.micro_batch_size}; {frozen} frozen params; {'bf16' if bf16 else 'fp32'}")
+
+    # -- resume: weights go in before the optimizer (and ZeRO's fp32 partitions) are built from them
+    start_step, done = 0, {"tokens": 0, "response_tokens": 0, "train_s": 0.0, "loss": None}
+    resume_from = checkpoint.latest(ckpt_root)
+    if resume_from is not None:
+        model_state, opt_state, meta = checkpoint.load(resume_from, dist.rank)
+        if meta["world_size"] != dist.world_size and config.deepspeed:
+            raise UsageError(f"{resume_from} was written by {meta['world_size']} ranks; rerun with as many")
+        model.load_state_dict(model_state)
+        start_step, done = meta["step"], meta["counters"]
+        log(f"sft: resuming from {resume_from.name}")
+    model.to(dist.device)
+    optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr,
+                                  betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps)
+    engine = None
+    if config.deepspeed:
+        ds_config = distributed.deepspeed_config(
+            config.deepspeed, micro_batch=config.micro_batch_size, grad_accum=n_micro,
+            world_size=dist.world_size, grad_clip=config.grad_clip, bf16=bf16)
+        engine = distributed.deepspeed_engine(model, optimizer, ds_config)
+    if resume_from is not None:
+        _load_optimizer(engine, optimizer, opt_state)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16 and engine is None and
+                              dist.device.startswith("cuda"))
+    forward = engine if engine is not None else model
+    model.train()
+
+    # -- optimiser steps
+    t_start, batches_epoch, batches, loss = time.time(), None, [], float("nan")
+    for step in range(start_step, total_steps):
+        t0 = time.time()
+        epoch, index = divmod(step, steps_per_epoch)
+        if epoch != batches_epoch:
+            batches, batches_epoch = epoch_batches(lengths, config.batch_size, config.seed, epoch,
+                                                   config.batching), epoch
+        mine = micro_batches(batches[index], n_micro, dist.rank, dist.world_size)
+        local = [[examples[i] for i in part] for part in mine]
+        counts_t = torch.tensor([sum(ex.n_response for part in local for ex in part),
+                                 sum(len(ex.input_ids) for part in local for ex in part)], dtype=torch.float64)
+        n_response, n_tokens = distributed.all_reduce_sum(counts_t).tolist()
+        lr = lr_at(step, total_steps, config)
+        for group in (engine.optimizer if engine is not None else optimizer).param_groups:
+            group["lr"] = lr
+
+        loss_sum = torch.zeros((), dtype=torch.float64)
+        for part in local:
+            batch = {k: v.to(dist.device) for k, v in
+                     collate(part, pad_id=pad_id, packed=config.batching == "packed").items()}
+            with autocast:
+                summed = micro_loss(forward, batch)
+            loss_sum += summed.detach().double().cpu()
+            if engine is not None:  # DeepSpeed averages over ranks: undo it, and do not divide by accumulation
+                engine.backward(summed * (dist.world_size / n_response), scale_wrt_gas=False)
+                engine.step()
+            else:
+                (summed / n_response).backward()
+        if engine is not None:
+            grad_norm = engine.get_global_grad_norm()
+        else:
+            distributed.all_reduce_grads_sum(trainable)
+            grad_norm = torch.nn.utils.clip_grad_norm_(trainable, config.grad_clip or float("inf"))
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        loss = distributed.all_reduce_sum(loss_sum).item() / n_response
+        dt = time.time() - t0
+        done = {"tokens": done["tokens"] + int(n_tokens), "response_tokens": done["response_tokens"] +
+                int(n_response), "train_s": done["train_s"] + dt, "loss": loss}
+        eta = (time.time() - t_start) / (step + 1 - start_step) * (total_steps - step - 1)
+        log(f"step {step + 1}/{total_steps} | loss {loss:.4f} | lr {lr:.3e} | grad {float(grad_norm or 0):.3f} "
+            f"| tok/s {n_tokens / max(dt, 1e-9):,.0f} | eta {_fmt_eta(eta)}")
+
+        last = step + 1 == total_steps
+        stopping = stop_after is not None and step + 1 >= stop_after
+        if not last and (stopping or (config.save_every and (step + 1) % config.save_every == 0)):
+            _save_checkpoint(ckpt_root, step + 1, model, engine, optimizer, dist, done)
+        if stopping and not last:
+            return SFTResult(False, {"steps": step + 1})
+
+    # -- final model
+    _save_final(out_dir / "model", model, engine, tokenizer, dist)
+    stats = {"steps": total_steps, "epochs": config.epochs, "examples": len(examples), **counts,
+             "tokens": done["tokens"], "response_tokens": done["response_tokens"], "final_loss": done["loss"],
+             "tokens_per_s": round(done["tokens"] / max(done["train_s"], 1e-9), 1),
+             "train_s": round(done["train_s"], 3), "world_size": dist.world_size,
+             "deepspeed_zero_stage": distributed.zero_stage(engine), "frozen_params": frozen}
+    return SFTResult(True, stats)
+
+
+# ---- state in and out --------------------------------------------------------------------------------
+def _optimizer_state(engine, optimizer) -> Any:
+    if engine is None:
+        return {"torch": optimizer.state_dict()}
+    zero = engine.optimizer
+    return {"base": zero.optimizer.state_dict(), "fp32": list(zero.single_partition_of_fp32_groups)}
+
+
+def _load_optimizer(engine, optimizer, state: Any) -> None:
+    import torch
+
+    if engine is None:
+        optimizer.load_state_dict(state["torch"])
+        return
+    zero = engine.optimizer
+    zero.optimizer.load_state_dict(state["base"])
+    with torch.no_grad():
+        for mine, saved in zip(zero.single_partition_of_fp32_groups, state["fp32"], strict=True):
+            mine.copy_(saved)
+
+
+def _save_checkpoint(root: Path, step: int, model, engine, optimizer, dist, counters: dict) -> None:
+    from ares_cli.training import checkpoint, distributed
+
+    if distributed.zero_stage(engine) == 3:
+        raise UsageError("checkpoints are not supported with ZeRO-3 yet: set save_every=0 or use zero2.json")
+    meta = {"step": step, "world_size": dist.world_size, "counters": counters}
+    state = model.state_dict() if dist.is_main else None
+    checkpoint.save(root, step, model_state=state, optimizer_state=_optimizer_state(engine, optimizer),
+                    meta=meta, rank=dist.rank, barrier=distributed.barrier)
+
+
+def _save_final(path: Path, model, engine, tokenizer, dist) -> None:
+    """``save_pretrained`` (safetensors) + tokenizer on rank 0; drops the checkpoints (the model is the output)."""
+    import shutil
+
+    from ares_cli.training import distributed
+
+    state = None
+    if distributed.zero_stage(engine) == 3:
+        state = engine._zero3_consolidated_16bit_state_dict()  # collective: every rank calls it
+    if dist.is_main:
+        model.config.use_cache = True
+        model.save_pretrained(str(path), state_dict=state)
+        tokenizer.save_pretrained(str(path))
+        shutil.rmtree(path.parent / "checkpoints", ignore_errors=True)
+    distributed.barrier()

@@ -1,0 +1,98 @@
+"""`ares eval`: scoring existing completions, --json metric names, regrade, difficulty breakdown."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_ares
+
+from ares_cli.artifacts import ArtifactStore
+from ares_cli.stages.evaluate import EvalConfig, markdown_table, parse_bench, run_eval
+
+PROBLEMS = [
+    {"id": "p1", "source": "s", "problem": "half?", "answer": "0.5", "meta": {"difficulty": 1}},
+    {"id": "p2", "source": "s", "problem": "two?", "answer": "2", "meta": {"difficulty": 2}},
+]
+RESPONSES = {  # p1: 0.5 three ways + 3 twice -> maj correct; p2: one correct of four, one invalid
+    "p1": ["\\boxed{0.5}", "\\boxed{3}", "\\boxed{\\frac{1}{2}}", "\\boxed{3}", "so \\boxed{1/2}"],
+    "p2": ["\\boxed{2}", "\\boxed{5}", "no answer", "\\boxed{5}", "\\boxed{7}"],
+}
+
+
+def _write(tmp_path: Path) -> tuple[Path, Path]:
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text("".join(json.dumps(p) + "\n" for p in PROBLEMS))
+    samples = tmp_path / "samples.jsonl"
+    rows = [
+        {"problem_id": pid, "sample_idx": i, "response": r, "finish_reason": "stop", "n_tokens": 10 * (i + 1)}
+        for pid, rs in RESPONSES.items()
+        for i, r in enumerate(rs)
+    ]
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return problems, samples
+
+
+def test_parse_bench():
+    assert parse_bench("math500:16", 8) == ("math500", 16)
+    assert parse_bench("toy-test", 8) == ("toy-test", 8)
+
+
+def test_from_samples_scores_hand_computed(tmp_path):
+    problems, samples = _write(tmp_path)
+    store = ArtifactStore(tmp_path / "art")
+    cfg = EvalConfig(grade_workers=1)
+    run, results = run_eval(
+        store, model=None, cfg=cfg, data=str(problems), from_samples=str(samples), log=lambda m: None
+    )
+    overall = results["problems"]["overall"]
+    assert overall["k"] == 5
+    assert overall["avg@5"] == pytest.approx((3 / 5 + 1 / 5) / 2)
+    assert overall["maj@5"] == 0.5  # p1 votes 0.5 (three equivalent forms) over 3; p2 votes 5
+    assert overall["pass@1"] == pytest.approx(0.4)
+    assert overall["pass@2"] == pytest.approx(((1 - 1 / 10) + (1 - 6 / 10)) / 2)  # 1 - C(n-c,2)/C(5,2)
+    assert overall["pass@4"] == pytest.approx((1.0 + (1 - 1 / 5)) / 2)
+    assert overall["invalid_rate"] == pytest.approx(1 / 10)
+    assert set(results["problems"]["by_difficulty"]) == {"1", "2"}
+    rows = [json.loads(x) for x in (run.final_dir / "samples" / "problems.jsonl").read_text().splitlines()]
+    assert [r["vote_class"] for r in rows if r["problem_id"] == "p1"] == [0, 1, 0, 1, 0]
+    assert "avg@5" in markdown_table("problems", results["problems"])
+    again, _ = run_eval(
+        store, model=None, cfg=cfg, data=str(problems), from_samples=str(samples), log=lambda m: None
+    )
+    assert again.up_to_date and again.final_dir == run.final_dir
+
+
+def test_json_output_and_regrade(tmp_path):
+    problems, samples = _write(tmp_path)
+    root = tmp_path / "art"
+    out = run_ares(
+        "--json",
+        "eval",
+        "--data",
+        str(problems),
+        "--from-samples",
+        str(samples),
+        "--set",
+        "grade_workers=1",
+        root=root,
+    )
+    result = json.loads(out.stdout)
+    for name in ("avg@5", "maj@5", "pass@1", "pass@2", "pass@4", "avg@5_se", "path", "artifact_id"):
+        assert name in result, name
+    regraded = run_ares(
+        "--json",
+        "eval",
+        "--regrade",
+        result["artifact_id"],
+        "--grader",
+        "boxed_int",
+        "--set",
+        "grade_workers=1",
+        root=root,
+    )
+    again = json.loads(regraded.stdout)
+    assert again["artifact_id"] != result["artifact_id"]
+    # boxed_int compares integers only: p1's gold 0.5 is never matched; p2 has one exact 2 of five.
+    assert again["avg@5"] == pytest.approx((0 + 1 / 5) / 2)
