@@ -46,8 +46,18 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix ares_cli tests benchmarks
 	$(BIN)/ruff format ares_cli tests benchmarks
 
+PIPELINE ?= toy
+PIPELINE_STATE = build/pipelines/$(PIPELINE)
+
+# Each stage of pipelines/$(PIPELINE).yaml is a Make target: unchanged stages are not rerun.
+pipeline: $(STAMP)
+	$(BIN)/python -m ares_cli.pipeline render pipelines/$(PIPELINE).yaml --state $(PIPELINE_STATE) --ares $(ARES)
+	$(MAKE) --no-print-directory -f $(PIPELINE_STATE)/Makefile all
+
+# The whole toy pipeline, then stage times and the comparison table (also in $(PIPELINE_STATE)/report.md).
 demo: $(STAMP)
-	$(BIN)/python -m ares_cli.demo --artifacts-root artifacts
+	$(MAKE) --no-print-directory pipeline PIPELINE=toy
+	$(BIN)/python -m ares_cli.pipeline report pipelines/toy.yaml --state build/pipelines/toy | tee build/pipelines/toy/report.md
 
 bench: $(STAMP)
 	mkdir -p benchmarks/results

@@ -127,6 +127,44 @@ def stamp(result_json: str | Path, id_file: str | Path) -> str:
     return result["path"]
 
 
+def report(path: str | Path, state: str | Path) -> str:
+    """Stage times (from each manifest) and the ``report.compare`` table of eval stages, as markdown;
+    rich tables go to stderr."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ares_cli.report.compare import comparison, markdown, rich_table
+
+    spec, state = load_pipeline(path), Path(state)
+    console = Console(stderr=True)
+    times = Table(
+        "stage", "verb", "artifact", "seconds", title=f"pipeline {spec.get('name', Path(path).stem)}"
+    )
+    lines = ["| stage | artifact | seconds |", "|---|---|---|"]
+    total = 0.0
+    for name, stage in spec["stages"].items():
+        id_file = state / f"{name}.id"
+        if not id_file.is_file():
+            raise InputError(f"stage '{name}' has not run (no {id_file})")
+        directory = Path(id_file.read_text().strip())
+        manifest = json.loads((directory / "manifest.json").read_text())
+        seconds = float(manifest.get("duration_s", 0.0))
+        total += seconds
+        times.add_row(name, stage["run"], directory.name, f"{seconds:.1f}")
+        lines.append(f"| {name} | {directory.name} | {seconds:.1f} |")
+    times.add_row("total", "", "", f"{total:.1f}")
+    lines.append(f"| total | | {total:.1f} |")
+    console.print(times)
+    text = "\n".join(lines) + "\n"
+    compare = (spec.get("report") or {}).get("compare") or {}
+    if compare:
+        evals = {label: Path((state / f"{stage}.id").read_text().strip()) for label, stage in compare.items()}
+        table = comparison(evals)
+        console.print(rich_table(table))
+        text += "\n" + markdown(table)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -136,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("pipeline")
     r.add_argument("--state", required=True)
     r.add_argument("--ares", default="ares")
+    rp = sub.add_parser("report", help="stage times and the comparison table (markdown on stdout)")
+    rp.add_argument("pipeline")
+    rp.add_argument("--state", required=True)
     s = sub.add_parser("stamp", help="record a stage's artifact path")
     s.add_argument("result_json")
     s.add_argument("id_file")
@@ -143,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "render":
             print(render(args.pipeline, args.state, ares=args.ares))
+        elif args.cmd == "report":
+            print(report(args.pipeline, args.state))
         else:
             stamp(args.result_json, args.id_file)
     except InputError as err:
