@@ -192,13 +192,17 @@ def command(
     if info["resumed"]:
         opts.log(f"sft: resuming partial artifact {info['work_dir']}")
 
-    outcome = sft.train_sft(
-        cfg, model_path=model_dir, data_path=data_path, out_dir=Path(info["work_dir"]), log=opts.log
-    )
-    if not outcome.complete:
-        raise StageFailure(f"sft stopped after step {outcome.stats.get('steps')}; rerun to resume")
-    if dist.is_main:
-        final = run.finalize(outcome.stats)
-        emit(opts, {**result, "path": str(final), "stats": outcome.stats})
+    try:
+        outcome = sft.train_sft(
+            cfg, model_path=model_dir, data_path=data_path, out_dir=Path(info["work_dir"]), log=opts.log
+        )
+        if not outcome.complete:
+            raise StageFailure(f"sft stopped after step {outcome.stats.get('steps')}; rerun to resume")
+        if dist.is_main:
+            final = run.finalize(outcome.stats)
+            emit(opts, {**result, "path": str(final), "stats": outcome.stats})
+    finally:
+        if run is not None:
+            run.release()  # a failed or killed run leaves its partial dir (the resume point) unlocked
     distributed.barrier()
     distributed.shutdown()

@@ -58,15 +58,19 @@ def save_state(obj: Any, stem: Path) -> None:
 
     tensors: dict[str, Any] = {}
     tree = flatten_state(obj, tensors)
-    save_file(tensors, str(stem.with_suffix(".safetensors")))
-    stem.with_suffix(".json").write_text(json.dumps(tree))
+    save_file(tensors, str(_path(stem, ".safetensors")))
+    _path(stem, ".json").write_text(json.dumps(tree))
+
+
+def _path(stem: Path, suffix: str) -> Path:
+    return stem.with_name(stem.name + suffix)  # not with_suffix: "optimizer.rank1" has a dot
 
 
 def load_state(stem: Path) -> Any:
     from safetensors.torch import load_file
 
-    tensors = load_file(str(stem.with_suffix(".safetensors")))
-    return unflatten_state(json.loads(stem.with_suffix(".json").read_text()), tensors)
+    tensors = load_file(str(_path(stem, ".safetensors")))
+    return unflatten_state(json.loads(_path(stem, ".json").read_text()), tensors)
 
 
 # ---- RNG -------------------------------------------------------------------------------------------
@@ -75,8 +79,11 @@ def rng_state() -> dict[str, Any]:
     import torch
 
     version, keys, pos, has_gauss, gauss = np.random.get_state()
-    state = {"python": _listify(random.getstate()), "torch": torch.get_rng_state(),
-             "numpy": [version, torch.from_numpy(keys.astype("int64")), int(pos), int(has_gauss), float(gauss)]}
+    state = {
+        "python": _listify(random.getstate()),
+        "torch": torch.get_rng_state(),
+        "numpy": [version, torch.from_numpy(keys.astype("int64")), int(pos), int(has_gauss), float(gauss)],
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state()
     return state
@@ -107,8 +114,16 @@ def step_dir(root: Path, step: int) -> Path:
     return root / f"step-{step:06d}"
 
 
-def save(root: Path, step: int, *, model_state: dict | None, optimizer_state: Any, meta: dict[str, Any],
-         rank: int, barrier=lambda: None) -> Path:
+def save(
+    root: Path,
+    step: int,
+    *,
+    model_state: dict | None,
+    optimizer_state: Any,
+    meta: dict[str, Any],
+    rank: int,
+    barrier=lambda: None,
+) -> Path:
     """Write one checkpoint collectively: every rank its optimizer + RNG, rank 0 the model and the marker."""
     final = step_dir(root, step)
     tmp = final.with_name(final.name + ".tmp")

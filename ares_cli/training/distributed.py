@@ -46,7 +46,9 @@ def init_from_env(*, cpu: bool | None = None) -> DistInfo:
     if world > 1 and not dist.is_initialized():
         for var in ("MASTER_ADDR", "MASTER_PORT"):
             if var not in os.environ:
-                raise UsageError(f"WORLD_SIZE={world} but {var} is not set; launch with torchrun or deepspeed")
+                raise UsageError(
+                    f"WORLD_SIZE={world} but {var} is not set; launch with torchrun or deepspeed"
+                )
         dist.init_process_group(backend="nccl" if use_cuda else "gloo", rank=rank, world_size=world)
     return DistInfo(rank=rank, world_size=world, local_rank=local_rank, device=device)
 
@@ -141,7 +143,7 @@ def deepspeed_config(
     }
     for key, value in wanted.items():
         if config.get(key, "auto") not in ("auto", value):
-            raise UsageError(f"{path}: {key}={config[key]} contradicts the SFT config ({value}); use \"auto\"")
+            raise UsageError(f'{path}: {key}={config[key]} contradicts the SFT config ({value}); use "auto"')
         config[key] = value
     config["bf16"] = {**config.get("bf16", {}), "enabled": bf16}
     config["fp16"] = {"enabled": False}

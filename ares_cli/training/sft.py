@@ -32,8 +32,12 @@ class SFTConfig:
     batch_size: int = option(256, "Global batch: sequences per optimiser step over all ranks (ARES: 256).")
     micro_batch_size: int = option(4, "Sequences per forward/backward on one rank; accumulation is derived.")
     max_seq_len: int = option(32768, "Tokens per example; longer ones are truncated (ARES: 32k).")
-    max_steps: int | None = option(None, "Optimiser steps to run (the schedule spans them); None = all epochs.")
-    scheduler: Literal["cosine", "constant"] = option("cosine", "LR after warmup: cosine decay to 0, or constant.")
+    max_steps: int | None = option(
+        None, "Optimiser steps to run (the schedule spans them); None = all epochs."
+    )
+    scheduler: Literal["cosine", "constant"] = option(
+        "cosine", "LR after warmup: cosine decay to 0, or constant."
+    )
     warmup_ratio: float = option(0.03, "Fraction of steps with linear warmup (not stated in the paper).")
     weight_decay: float = option(0.01, "AdamW weight decay on matrices (paper's RL value; SFT not stated).")
     adam_beta1: float = option(0.9, "AdamW beta1.")
@@ -44,10 +48,13 @@ class SFTConfig:
     gradient_checkpointing: bool = option(False, "Recompute activations in backward (memory for time).")
     dtype: Literal["auto", "fp32", "bf16"] = option("auto", "auto = bf16 on GPU, fp32 on CPU.")
     batching: Literal["length_grouped", "packed"] = option(
-        "length_grouped", "Sort windows by length (little padding), or pack each micro-batch into one row.")
+        "length_grouped", "Sort windows by length (little padding), or pack each micro-batch into one row."
+    )
     save_every: int = option(100, "Checkpoint every N optimiser steps (0 = never); only the last is kept.")
     freeze_vision_tower: bool = option(True, "Freeze params named visual/vision_tower/vision_model (ARES).")
-    deepspeed: str | None = option(None, "DeepSpeed ZeRO config (pipelines/deepspeed/zero2.json); None = torch.")
+    deepspeed: str | None = option(
+        None, "DeepSpeed ZeRO config (pipelines/deepspeed/zero2.json); None = torch."
+    )
 
 
 @dataclass
@@ -71,8 +78,10 @@ def lr_at(step: int, total: int, config: SFTConfig) -> float:
 def accumulation_steps(config: SFTConfig, world_size: int) -> int:
     per_pass = config.micro_batch_size * world_size
     if config.batch_size % per_pass:
-        raise UsageError(f"batch_size {config.batch_size} is not a multiple of micro_batch_size "
-                         f"{config.micro_batch_size} x {world_size} rank(s)")
+        raise UsageError(
+            f"batch_size {config.batch_size} is not a multiple of micro_batch_size "
+            f"{config.micro_batch_size} x {world_size} rank(s)"
+        )
     return config.batch_size // per_pass
 
 
@@ -116,7 +125,9 @@ def micro_loss(model, batch: dict[str, Any]):
     keep = (labels != IGNORE).any(0).nonzero().squeeze(-1)
     keep = keep if keep.numel() else keep.new_zeros(1)
     logits = model(**batch, logits_to_keep=keep, use_cache=False).logits.float()
-    return F.cross_entropy(logits.flatten(0, 1), labels[:, keep].flatten(), ignore_index=IGNORE, reduction="sum")
+    return F.cross_entropy(
+        logits.flatten(0, 1), labels[:, keep].flatten(), ignore_index=IGNORE, reduction="sum"
+    )
 
 
 def _fmt_eta(seconds: float) -> str:
@@ -160,16 +171,21 @@ def train_sft(
     model = load_model(model_path)
     frozen = freeze_vision_tower(model) if config.freeze_vision_tower else 0
     if config.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        enable = (
+            getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        )
+        enable()
     bf16 = config.dtype == "bf16" or (config.dtype == "auto" and dist.device.startswith("cuda"))
     examples, counts = load_examples(Path(data_path), tokenizer, config.max_seq_len)
     lengths = [len(ex.input_ids) for ex in examples]
     n_micro = accumulation_steps(config, dist.world_size)
     steps_per_epoch = math.ceil(len(examples) / config.batch_size)
     total_steps = config.max_steps or config.epochs * steps_per_epoch
-    log(f"sft: {len(examples)} examples ({counts['truncated']} truncated, {counts['dropped_no_response']} "
+    log(
+        f"sft: {len(examples)} examples ({counts['truncated']} truncated, {counts['dropped_no_response']} "
         f"dropped), {total_steps} steps of {config.batch_size} = {dist.world_size} rank(s) x {n_micro} micro "
-        f"x {config.micro_batch_size}; {frozen} frozen params; {'bf16' if bf16 else 'fp32'}")
+        f"x {config.micro_batch_size}; {frozen} frozen params; {'bf16' if bf16 else 'fp32'}"
+    )
 
     # -- resume: weights go in before the optimizer (and ZeRO's fp32 partitions) are built from them
     start_step, done = 0, {"tokens": 0, "response_tokens": 0, "train_s": 0.0, "loss": None}
@@ -182,19 +198,29 @@ def train_sft(
         start_step, done = meta["step"], meta["counters"]
         log(f"sft: resuming from {resume_from.name}")
     model.to(dist.device)
-    optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr,
-                                  betas=(config.adam_beta1, config.adam_beta2), eps=config.adam_eps)
+    optimizer = torch.optim.AdamW(
+        param_groups(model, config.weight_decay),
+        lr=config.lr,
+        betas=(config.adam_beta1, config.adam_beta2),
+        eps=config.adam_eps,
+    )
     engine = None
     if config.deepspeed:
         ds_config = distributed.deepspeed_config(
-            config.deepspeed, micro_batch=config.micro_batch_size, grad_accum=n_micro,
-            world_size=dist.world_size, grad_clip=config.grad_clip, bf16=bf16)
+            config.deepspeed,
+            micro_batch=config.micro_batch_size,
+            grad_accum=n_micro,
+            world_size=dist.world_size,
+            grad_clip=config.grad_clip,
+            bf16=bf16,
+        )
         engine = distributed.deepspeed_engine(model, optimizer, ds_config)
     if resume_from is not None:
         _load_optimizer(engine, optimizer, opt_state)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16 and engine is None and
-                              dist.device.startswith("cuda"))
+    autocast = torch.autocast(
+        "cuda", dtype=torch.bfloat16, enabled=bf16 and engine is None and dist.device.startswith("cuda")
+    )
     forward = engine if engine is not None else model
     model.train()
 
@@ -204,12 +230,19 @@ def train_sft(
         t0 = time.time()
         epoch, index = divmod(step, steps_per_epoch)
         if epoch != batches_epoch:
-            batches, batches_epoch = epoch_batches(lengths, config.batch_size, config.seed, epoch,
-                                                   config.batching), epoch
+            batches, batches_epoch = (
+                epoch_batches(lengths, config.batch_size, config.seed, epoch, config.batching),
+                epoch,
+            )
         mine = micro_batches(batches[index], n_micro, dist.rank, dist.world_size)
         local = [[examples[i] for i in part] for part in mine]
-        counts_t = torch.tensor([sum(ex.n_response for part in local for ex in part),
-                                 sum(len(ex.input_ids) for part in local for ex in part)], dtype=torch.float64)
+        counts_t = torch.tensor(
+            [
+                sum(ex.n_response for part in local for ex in part),
+                sum(len(ex.input_ids) for part in local for ex in part),
+            ],
+            dtype=torch.float64,
+        )
         n_response, n_tokens = distributed.all_reduce_sum(counts_t).tolist()
         lr = lr_at(step, total_steps, config)
         for group in (engine.optimizer if engine is not None else optimizer).param_groups:
@@ -217,12 +250,16 @@ def train_sft(
 
         loss_sum = torch.zeros((), dtype=torch.float64)
         for part in local:
-            batch = {k: v.to(dist.device) for k, v in
-                     collate(part, pad_id=pad_id, packed=config.batching == "packed").items()}
+            batch = {
+                k: v.to(dist.device)
+                for k, v in collate(part, pad_id=pad_id, packed=config.batching == "packed").items()
+            }
             with autocast:
                 summed = micro_loss(forward, batch)
             loss_sum += summed.detach().double().cpu()
-            if engine is not None:  # DeepSpeed averages over ranks: undo it, and do not divide by accumulation
+            if (
+                engine is not None
+            ):  # DeepSpeed averages over ranks: undo it, and do not divide by accumulation
                 engine.backward(summed * (dist.world_size / n_response), scale_wrt_gas=False)
                 engine.step()
             else:
@@ -237,11 +274,17 @@ def train_sft(
 
         loss = distributed.all_reduce_sum(loss_sum).item() / n_response
         dt = time.time() - t0
-        done = {"tokens": done["tokens"] + int(n_tokens), "response_tokens": done["response_tokens"] +
-                int(n_response), "train_s": done["train_s"] + dt, "loss": loss}
+        done = {
+            "tokens": done["tokens"] + int(n_tokens),
+            "response_tokens": done["response_tokens"] + int(n_response),
+            "train_s": done["train_s"] + dt,
+            "loss": loss,
+        }
         eta = (time.time() - t_start) / (step + 1 - start_step) * (total_steps - step - 1)
-        log(f"step {step + 1}/{total_steps} | loss {loss:.4f} | lr {lr:.3e} | grad {float(grad_norm or 0):.3f} "
-            f"| tok/s {n_tokens / max(dt, 1e-9):,.0f} | eta {_fmt_eta(eta)}")
+        log(
+            f"step {step + 1}/{total_steps} | loss {loss:.4f} | lr {lr:.3e} | grad {float(grad_norm or 0):.3f} "
+            f"| tok/s {n_tokens / max(dt, 1e-9):,.0f} | eta {_fmt_eta(eta)}"
+        )
 
         last = step + 1 == total_steps
         stopping = stop_after is not None and step + 1 >= stop_after
@@ -252,11 +295,20 @@ def train_sft(
 
     # -- final model
     _save_final(out_dir / "model", model, engine, tokenizer, dist)
-    stats = {"steps": total_steps, "epochs": config.epochs, "examples": len(examples), **counts,
-             "tokens": done["tokens"], "response_tokens": done["response_tokens"], "final_loss": done["loss"],
-             "tokens_per_s": round(done["tokens"] / max(done["train_s"], 1e-9), 1),
-             "train_s": round(done["train_s"], 3), "world_size": dist.world_size,
-             "deepspeed_zero_stage": distributed.zero_stage(engine), "frozen_params": frozen}
+    stats = {
+        "steps": total_steps,
+        "epochs": config.epochs,
+        "examples": len(examples),
+        **counts,
+        "tokens": done["tokens"],
+        "response_tokens": done["response_tokens"],
+        "final_loss": done["loss"],
+        "tokens_per_s": round(done["tokens"] / max(done["train_s"], 1e-9), 1),
+        "train_s": round(done["train_s"], 3),
+        "world_size": dist.world_size,
+        "deepspeed_zero_stage": distributed.zero_stage(engine),
+        "frozen_params": frozen,
+    }
     return SFTResult(True, stats)
 
 
@@ -288,8 +340,15 @@ def _save_checkpoint(root: Path, step: int, model, engine, optimizer, dist, coun
         raise UsageError("checkpoints are not supported with ZeRO-3 yet: set save_every=0 or use zero2.json")
     meta = {"step": step, "world_size": dist.world_size, "counters": counters}
     state = model.state_dict() if dist.is_main else None
-    checkpoint.save(root, step, model_state=state, optimizer_state=_optimizer_state(engine, optimizer),
-                    meta=meta, rank=dist.rank, barrier=distributed.barrier)
+    checkpoint.save(
+        root,
+        step,
+        model_state=state,
+        optimizer_state=_optimizer_state(engine, optimizer),
+        meta=meta,
+        rank=dist.rank,
+        barrier=distributed.barrier,
+    )
 
 
 def _save_final(path: Path, model, engine, tokenizer, dist) -> None:

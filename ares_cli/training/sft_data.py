@@ -33,30 +33,41 @@ class Example:
         return sum(1 for label in self.labels if label != IGNORE)
 
 
-def to_messages(row: dict[str, Any], *, file: Path | str | None = None, row_no: int | None = None) -> list[dict]:
+def to_messages(
+    row: dict[str, Any], *, file: Path | str | None = None, row_no: int | None = None
+) -> list[dict]:
     """The chat messages of one data row (prompt/response or messages), or an InputError naming the row."""
     if row.get("images"):
-        raise InputError("image records are not supported by text SFT yet", file=file, row=row_no, field="images")
+        raise InputError(
+            "image records are not supported by text SFT yet", file=file, row=row_no, field="images"
+        )
     if "messages" in row:
         messages = row["messages"]
         if not isinstance(messages, list) or not messages:
             raise InputError("expected a non-empty list", file=file, row=row_no, field="messages")
         for msg in messages:
             if not isinstance(msg, dict) or not isinstance(msg.get("content"), str) or "role" not in msg:
-                raise InputError("each message needs 'role' and string 'content'", file=file, row=row_no,
-                                 field="messages")
+                raise InputError(
+                    "each message needs 'role' and string 'content'", file=file, row=row_no, field="messages"
+                )
         if not any(msg["role"] == "assistant" for msg in messages):
             raise InputError("no assistant message to train on", file=file, row=row_no, field="messages")
         return [{"role": msg["role"], "content": msg["content"]} for msg in messages]
     for name in ("prompt", "response"):
         if not isinstance(row.get(name), str):
-            raise InputError("missing or not a string (need prompt+response or messages)", file=file,
-                             row=row_no, field=name)
+            raise InputError(
+                "missing or not a string (need prompt+response or messages)",
+                file=file,
+                row=row_no,
+                field=name,
+            )
     return [{"role": "user", "content": row["prompt"]}, {"role": "assistant", "content": row["response"]}]
 
 
 def _render(tokenizer, messages: list[dict], *, add_generation_prompt: bool) -> str:
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    return tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=add_generation_prompt
+    )
 
 
 def assistant_spans(tokenizer, messages: list[dict]) -> tuple[str, list[tuple[int, int]]]:
@@ -68,9 +79,15 @@ def assistant_spans(tokenizer, messages: list[dict]) -> tuple[str, list[tuple[in
             continue
         start_text = _render(tokenizer, messages[:k], add_generation_prompt=True) if k else ""
         end_text = _render(tokenizer, messages[: k + 1], add_generation_prompt=False)
-        if not full.startswith(start_text) or not full.startswith(end_text) or len(end_text) < len(start_text):
-            raise InputError("the chat template does not render conversations prefix by prefix; "
-                             "cannot locate assistant turns")
+        if (
+            not full.startswith(start_text)
+            or not full.startswith(end_text)
+            or len(end_text) < len(start_text)
+        ):
+            raise InputError(
+                "the chat template does not render conversations prefix by prefix; "
+                "cannot locate assistant turns"
+            )
         spans.append((len(start_text), len(end_text)))
     return full, spans
 
@@ -80,8 +97,10 @@ def encode(tokenizer, messages: list[dict], max_seq_len: int) -> tuple[Example, 
     text, spans = assistant_spans(tokenizer, messages)
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = enc["input_ids"], enc["offset_mapping"]
-    labels = [tok if any(a <= start < b for a, b in spans) and end > start else IGNORE
-              for tok, (start, end) in zip(ids, offsets, strict=True)]
+    labels = [
+        tok if any(a <= start < b for a, b in spans) and end > start else IGNORE
+        for tok, (start, end) in zip(ids, offsets, strict=True)
+    ]
     truncated = len(ids) > max_seq_len
     return Example(ids[:max_seq_len], labels[:max_seq_len]), truncated
 
@@ -126,9 +145,12 @@ def epoch_batches(lengths: list[int], global_batch: int, seed: int, epoch: int, 
     order = rng.permutation(len(lengths)).tolist()
     if mode == "length_grouped":
         window = global_batch * GROUP_WINDOW
-        order = [i for w in range(0, len(order), window)
-                 for i in sorted(order[w: w + window], key=lambda j: -lengths[j])]
-    batches = [order[b: b + global_batch] for b in range(0, len(order), global_batch)]
+        order = [
+            i
+            for w in range(0, len(order), window)
+            for i in sorted(order[w : w + window], key=lambda j: -lengths[j])
+        ]
+    batches = [order[b : b + global_batch] for b in range(0, len(order), global_batch)]
     if mode == "length_grouped" and len(batches) > 1:
         batches = [batches[i] for i in rng.permutation(len(batches)).tolist()]
     return batches
@@ -142,9 +164,9 @@ def micro_batches(step_indices: list[int], n_micro: int, rank: int, world_size: 
     start = 0
     for p in range(total):
         size = base + (1 if p < extra else 0)
-        parts.append(step_indices[start: start + size])
+        parts.append(step_indices[start : start + size])
         start += size
-    return parts[rank * n_micro: (rank + 1) * n_micro]
+    return parts[rank * n_micro : (rank + 1) * n_micro]
 
 
 def collate(examples: list[Example], *, pad_id: int, packed: bool) -> dict[str, Any]:
@@ -161,8 +183,11 @@ def collate(examples: list[Example], *, pad_id: int, packed: bool) -> dict[str, 
         ids = [t for ex in examples for t in ex.input_ids]
         labels = [t for ex in examples for t in _shift(ex.labels)]
         positions = [p for ex in examples for p in range(len(ex.input_ids))]
-        return {"input_ids": torch.tensor([ids]), "labels": torch.tensor([labels]),
-                "position_ids": torch.tensor([positions])}
+        return {
+            "input_ids": torch.tensor([ids]),
+            "labels": torch.tensor([labels]),
+            "position_ids": torch.tensor([positions]),
+        }
     width = max(len(ex.input_ids) for ex in examples)
     ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
     labels = torch.full((len(examples), width), IGNORE, dtype=torch.long)

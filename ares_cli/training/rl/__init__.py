@@ -1,0 +1,11 @@
+"""The RL trainer: GRPO-family baselines, DAPO, AEPO and PAEC behind one hook interface.
+
+- :mod:`.config`   ``RLConfig`` (every constant with its paper default) and the per-``--algo`` presets;
+- :mod:`.rewards`  accuracy / format rewards, DAPO overlong shaping, dynamic-sampling filter (pure);
+- :mod:`.rollout`  prompt sampling, generation, grading and the cross-rank exchange of groups;
+- :mod:`.batch`    padding into a batch and the one token-statistics forward per micro-batch;
+- :mod:`.algos`    the ``Algorithm`` hook interface and its registry (baselines); AEPO / PAEC in
+  :mod:`.algos_adaptive`;
+- :mod:`.state`    checkpoints, resume and metric rows;
+- :mod:`.trainer`  the loop, readable top to bottom.
+"""

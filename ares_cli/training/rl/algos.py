@@ -1,0 +1,114 @@
+"""The hook interface every RL algorithm implements, and the registry of algorithms by name.
+
+The trainer calls, per step and in this order (it never asks which algorithm it runs)::
+
+    rollout_stats() / train_stats()      which token statistics the no-grad and the loss forwards compute
+    needs_ref()                          whether a frozen reference model is needed
+    prepare(batch)                       after the no-grad pass: detection, buckets, masks (may all-reduce)
+    rewards(batch)                       -> (seq_rewards [N], token_bonus [N, T] | None, metrics)
+    kl_weights(batch)                    -> per-token KL-loss weights [N, T] | None (1 everywhere)
+    minibatch_start(mb)                  before each optimiser step's micro-batches (may all-reduce)
+    extra_loss(micro, stats)             -> (scalar | None, metrics), added to the policy + KL loss
+    controllers()                        -> {name: object with state_dict / load_state_dict}
+    after_step(batch)                    -> metrics; controller updates from global statistics
+
+GRPO, DAPO, Dr.GRPO, CISPO, Clip-Cov, KL-Cov, global entropy and 80/20 top-entropy use this base class:
+they differ only in configuration (their presets in :mod:`.config`). AEPO and PAEC override hooks
+(:mod:`.algos_adaptive`). ``reduce`` is a sum across ranks (identity in one process); every statistic
+that drives a decision is reduced with it, so 1 and N processes make the same decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ares_cli.algorithms.registry import Registry
+
+ALGORITHMS: Registry = Registry("RL algorithm")
+Reduce = Callable[[Tensor], Tensor]
+
+
+class Algorithm:
+    """Default hooks: outcome rewards, uniform KL weights, no extra loss, no controllers."""
+
+    def __init__(self, cfg, reduce: Reduce):
+        self.cfg, self.reduce = cfg, reduce
+
+    # -- what to compute ---------------------------------------------------------------------------
+    def rollout_stats(self) -> tuple[str, ...]:
+        return ("logprob", "entropy")
+
+    def train_stats(self) -> tuple[str, ...]:
+        return ("logprob", "entropy")
+
+    @property
+    def entropy_grad(self) -> bool:
+        return self.cfg.loss.entropy_coef != 0
+
+    @property
+    def nucleus(self) -> tuple[float, int]:
+        """(top_p, top_k) of the nucleus statistics, when requested."""
+        return 0.85, 10000
+
+    def needs_ref(self) -> bool:
+        return self.cfg.kl.coef > 0
+
+    def policy_loss_config(self):
+        from ares_cli.algorithms.policy_losses import PolicyLossConfig
+
+        loss = self.cfg.loss
+        return PolicyLossConfig(
+            clip_low=loss.clip_low, clip_high=loss.clip_high, dual_clip=loss.dual_clip,
+            cispo_eps_low=loss.cispo_eps_low, cispo_eps_high=loss.cispo_eps_high,
+            clip_cov_ratio=loss.clip_cov_ratio, clip_cov_lb=loss.clip_cov_lb, clip_cov_ub=loss.clip_cov_ub,
+            kl_cov_ratio=loss.kl_cov_ratio, kl_cov_coef=loss.kl_cov_coef, entropy_coef=loss.entropy_coef,
+            top_entropy_frac=loss.top_entropy_frac,
+        )  # fmt: skip
+
+    # -- per step ----------------------------------------------------------------------------------
+    def prepare(self, batch) -> dict[str, float]:
+        return {}
+
+    def rewards(self, batch) -> tuple[Tensor, Tensor | None, dict[str, float]]:
+        return batch.seq["base_reward"], None, {}
+
+    def kl_weights(self, batch) -> Tensor | None:
+        return None
+
+    def minibatch_start(self, mb) -> None:
+        return None
+
+    def extra_loss(self, micro, stats) -> tuple[Tensor | None, dict[str, float]]:
+        return None, {}
+
+    def controllers(self) -> dict[str, Any]:
+        return {}
+
+    def after_step(self, batch) -> dict[str, float]:
+        return {}
+
+
+for _name in ("grpo", "dapo", "drgrpo", "cispo", "clip_cov", "kl_cov", "entropy", "topent"):
+    ALGORITHMS.register(_name)(Algorithm)
+
+
+def group_correct(batch) -> tuple[Tensor, Tensor]:
+    """Per response: its group's number of correct responses and the group size (local groups are whole)."""
+    g = batch.group
+    n_groups = int(g.max()) + 1 if len(g) else 0
+    correct = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, g, batch.seq["correct"].double())
+    size = torch.zeros(n_groups, dtype=torch.float64).index_add_(
+        0, g, torch.ones_like(g, dtype=torch.float64)
+    )
+    return correct[g].long(), size[g].long()
+
+
+def build_algorithm(cfg, reduce: Reduce) -> Algorithm:
+    """The algorithm named ``cfg.algo`` (AEPO and PAEC register on import of :mod:`.algos_adaptive`)."""
+    from ares_cli.training.rl import algos_adaptive  # noqa: F401  (registers aepo, paec)
+
+    return ALGORITHMS.get(cfg.algo)(cfg, reduce)

@@ -1,0 +1,153 @@
+"""AEPO (ARES) and PAEC through the same hooks as the baselines (see :mod:`.algos`).
+
+AEPO per step (ARES sec. 3.2, algorithm 1): from the no-grad pass's full-vocabulary entropy, window
+entropy -> batch threshold tau (global) -> HWE mask and N_HE -> online bucket of each prompt from its
+group's pass count -> hierarchical reward (after bucketing; :func:`aepo_rewards`) and optionally the
+token bonus psi -> KL-loss weights kappa_d * beta_d * rho^m -> after the step, each bucket's kappa_d is
+driven by the KL of its *non-window* tokens (old policy vs reference, global over ranks).
+
+PAEC per step (PAEC sec. 3, algorithm 1): from the same no-grad pass's nucleus statistics, scores s
+(detached) -> per-response soft mask m -> anchor H0 updated with this step's masked entropy during the
+first K steps -> per optimiser step the extra loss -alpha*H_bar + lambda*[rho_min*H0 - H_bar]_+^2 whose
+*value* uses the mini-batch's global sums from the no-grad pass and whose gradient flows through the
+loss forward's H' (the micro-batch share of the global sum, so micro-batch and rank splits add up).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ares_cli.training.rl.algos import ALGORITHMS, Algorithm, group_correct
+
+
+@ALGORITHMS.register("aepo")
+class AEPO(Algorithm):
+    def __init__(self, cfg, reduce):
+        from ares_cli.algorithms.aepo_kl import kl_controller_from_config
+        from ares_cli.algorithms.aepo_reward import target_tracker_from_config
+        from ares_cli.algorithms.controllers import ThresholdEMA
+
+        super().__init__(cfg, reduce)
+        a = cfg.aepo
+        self.tracker = target_tracker_from_config(a, all_reduce=reduce)
+        self.kl_ctrl = kl_controller_from_config(a, all_reduce=reduce)
+        self.tau_ema = ThresholdEMA(a.threshold_ema_decay) if a.threshold_mode == "ema" else None
+        self._trigger_ids: set[int] | None = None
+        self._det = None
+
+    def controllers(self):
+        out = {"aepo_kl": self.kl_ctrl, "aepo_target": self.tracker}
+        return out | ({"aepo_threshold": self.tau_ema} if self.tau_ema is not None else {})
+
+    def _trigger(self, batch):
+        from ares_cli.algorithms.aepo import trigger_mask, trigger_token_ids
+
+        if not self.cfg.aepo.use_trigger_vocab:
+            return None
+        if self._trigger_ids is None:
+            self._trigger_ids = trigger_token_ids(batch.meta["tokenizer"], self.cfg.aepo.trigger_words)
+        return trigger_mask(batch.response_ids, self._trigger_ids)
+
+    def prepare(self, batch):
+        from ares_cli.algorithms.aepo import bucket_ids, detect_hwe
+
+        a, mask = self.cfg.aepo, batch.response_mask
+        det = detect_hwe(batch.tok["old_entropy"], mask, a, ema=self.tau_ema, trigger=self._trigger(batch),
+                         all_reduce=self.reduce)  # fmt: skip
+        n_correct, size = group_correct(batch)
+        batch.seq["bucket"] = bucket_ids(n_correct, size, a.easy_pass_frac, a.hard_pass_frac)
+        batch.seq["n_he"] = det.n_he
+        batch.tok["hwe"] = det.hwe.float()
+        self._det = det
+        return {"aepo/threshold": float(det.threshold), "aepo/threshold_batch": float(det.batch_threshold)}
+
+    def rewards(self, batch):
+        from ares_cli.algorithms.aepo_reward import aepo_rewards, token_bonus
+
+        a, det, buckets = self.cfg.aepo, self._det, batch.seq["bucket"]
+        base = batch.seq["base_reward"]
+        out = aepo_rewards(base, batch.seq["correct"].bool(), det.n_he, buckets, self.tracker, a)
+        bonus = None
+        if a.token_bonus:
+            bonus = token_bonus(det.window_entropy, det.hwe, batch.response_mask, buckets, out.lam,
+                                det.threshold, phi=a.token_bonus_phi, baseline=a.token_bonus_baseline)  # fmt: skip
+        self._shaping = out
+        shift = (out.reward - base.float()).abs()
+        return out.reward, bonus, {"aepo/shaping_abs_mean": float(shift.mean()) if len(shift) else 0.0}
+
+    def kl_weights(self, batch):
+        from ares_cli.algorithms.aepo_kl import token_kl_coef
+
+        a = self.cfg.aepo
+        return token_kl_coef(batch.tok["hwe"], batch.response_mask, batch.seq["bucket"], self.kl_ctrl.kappa,
+                             a.kl_beta, a.kl_rho)  # fmt: skip
+
+    def after_step(self, batch):
+        from ares_cli.algorithms.aepo_kl import aepo_step_metrics, nonwindow_kl_stats
+        from ares_cli.algorithms.kl import kl_estimate
+
+        kl_ctrl = None
+        if "ref_logprob" in batch.tok:
+            kld = kl_estimate(batch.tok["old_logprob"], batch.tok["ref_logprob"], kind=self.cfg.kl.estimator)
+            local = nonwindow_kl_stats(kld, batch.tok["hwe"], batch.response_mask, batch.seq["bucket"],
+                                       self.cfg.aepo.kl_ctrl_signal)  # fmt: skip
+            self.kl_ctrl.update(*local)  # the controller all-reduces the local sums itself
+            kl_ctrl = tuple(self.reduce(t.clone()) for t in local)
+        s = self._shaping
+        return aepo_step_metrics(threshold=self._det.threshold, hwe=batch.tok["hwe"], mask=batch.response_mask,
+                                 buckets=batch.seq["bucket"], moments=s.moments, target=s.target, lam=s.lam,
+                                 kappa=self.kl_ctrl.kappa, kl_ctrl=kl_ctrl,
+                                 batch_threshold_value=self._det.batch_threshold)  # fmt: skip
+
+
+@ALGORITHMS.register("paec")
+class PAEC(Algorithm):
+    def __init__(self, cfg, reduce):
+        from ares_cli.algorithms.controllers import EntropyAnchor
+
+        super().__init__(cfg, reduce)
+        p = cfg.paec
+        self.anchor = EntropyAnchor(p.anchor_steps, eps=p.mask_eps, all_reduce=reduce)
+        self._global = (0.0, 0.0)
+
+    @property
+    def nucleus(self):
+        return self.cfg.paec.top_p, self.cfg.paec.top_k
+
+    def rollout_stats(self):
+        return ("logprob", "entropy", "nucleus_entropy", "nucleus_size", "top2_gap")
+
+    def train_stats(self):
+        return ("logprob", "entropy", "nucleus_entropy")
+
+    def controllers(self):
+        return {"paec_anchor": self.anchor}
+
+    def prepare(self, batch):
+        from ares_cli.algorithms.paec import masked_entropy_sums, scores_from_stats, soft_mask
+
+        p, mask = self.cfg.paec, batch.response_mask
+        scores = scores_from_stats(batch.tok["old_nucleus_entropy"], batch.tok["old_nucleus_size"],
+                                   batch.tok["old_top2_gap"], p.beta, p.score_eps)  # fmt: skip
+        m = soft_mask(scores.score, mask, p.quantile, p.sharpness)
+        batch.tok["paec_mask"] = m
+        num, den = masked_entropy_sums(batch.tok["old_nucleus_entropy"], m, mask)
+        h0 = self.anchor.update(num, den)
+        return {
+            "paec/h0": h0,
+            "paec/score_mean": float((scores.score * mask).sum() / mask.sum().clamp(min=1)),
+        }
+
+    def minibatch_start(self, mb):
+        from ares_cli.algorithms.paec import masked_entropy_sums
+
+        num, den = masked_entropy_sums(mb.tok["old_nucleus_entropy"], mb.tok["paec_mask"], mb.response_mask)
+        total = self.reduce(torch.stack([num, den]).to(torch.float64))
+        self._global = (float(total[0]), float(total[1]))
+
+    def extra_loss(self, micro, stats):
+        from ares_cli.algorithms.paec import paec_loss
+
+        out = paec_loss(stats.nucleus_entropy, micro.tok["paec_mask"], micro.response_mask, self.cfg.paec,
+                        h0=self.anchor.h0, global_num=self._global[0], global_den=self._global[1])  # fmt: skip
+        return out.loss, out.metrics

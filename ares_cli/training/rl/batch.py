@@ -1,0 +1,132 @@
+"""A padded RL batch and the one token-statistics forward each micro-batch gets.
+
+Layout per row: ``[left padding | prompt | response | right padding]``: prompts are left-padded to the
+batch's longest prompt and responses right-padded to its longest response, so the last R + 1 positions of
+every row hold the logits that predict its response (``logits_to_keep = R + 1``: no logits are built for
+prompt positions). Position ids come from the attention mask, as in generation.
+
+Per-sequence tensors live in ``seq`` ([N]), per-token ones in ``tok`` ([N, R]); :meth:`RolloutBatch.rows`
+selects rows and trims the padding columns no selected row needs, slicing every tensor alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class RolloutBatch:
+    prompt_ids: Tensor  # [N, P] left-padded
+    prompt_mask: Tensor  # [N, P] long
+    response_ids: Tensor  # [N, R] right-padded with a valid id (pad)
+    response_mask: Tensor  # [N, R] float32 {0, 1}
+    group: Tensor  # [N] local group index (responses of one prompt share it)
+    seq: dict[str, Tensor] = field(default_factory=dict)
+    tok: dict[str, Tensor] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return self.response_ids.shape[0]
+
+    @property
+    def n_tokens(self) -> Tensor:
+        return self.response_mask.sum(-1)
+
+    def rows(self, index: Tensor | slice) -> RolloutBatch:
+        """Rows ``index`` with the padding columns they do not need trimmed away."""
+        pm, rm = self.prompt_mask[index], self.response_mask[index]
+        p_keep = int(pm.sum(-1).max()) if len(pm) else 0
+        r_keep = max(int(rm.sum(-1).max()) if len(rm) else 0, 1)
+        p0 = self.prompt_ids.shape[1] - p_keep
+        return RolloutBatch(
+            self.prompt_ids[index][:, p0:], pm[:, p0:], self.response_ids[index][:, :r_keep], rm[:, :r_keep],
+            self.group[index], {k: v[index] for k, v in self.seq.items()},
+            {k: v[index][:, :r_keep] for k, v in self.tok.items()}, self.meta,
+        )  # fmt: skip
+
+    def to(self, device) -> RolloutBatch:
+        return RolloutBatch(
+            self.prompt_ids.to(device), self.prompt_mask.to(device), self.response_ids.to(device),
+            self.response_mask.to(device), self.group.to(device), {k: v.to(device) for k, v in self.seq.items()},
+            {k: v.to(device) for k, v in self.tok.items()}, self.meta,
+        )  # fmt: skip
+
+
+def collate(groups, pad_id: int) -> RolloutBatch:
+    """Pad a list of :class:`~.rollout.Group` into one batch (G rows per group, in order)."""
+    prompts, responses, group_idx = [], [], []
+    for g_i, g in enumerate(groups):
+        for ids in g.response_ids:
+            prompts.append(g.prompt_ids)
+            responses.append(ids or [pad_id])
+            group_idx.append(g_i)
+    n = len(prompts)
+    p_len = max((len(p) for p in prompts), default=1)
+    r_len = max((len(r) for r in responses), default=1)
+    prompt_ids = torch.full((n, p_len), pad_id, dtype=torch.long)
+    prompt_mask = torch.zeros((n, p_len), dtype=torch.long)
+    response_ids = torch.full((n, r_len), pad_id, dtype=torch.long)
+    response_mask = torch.zeros((n, r_len), dtype=torch.float32)
+    row = 0
+    for g in groups:
+        for ids in g.response_ids:
+            p = g.prompt_ids
+            prompt_ids[row, p_len - len(p) :] = torch.tensor(p, dtype=torch.long)
+            prompt_mask[row, p_len - len(p) :] = 1
+            if ids:
+                response_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+                response_mask[row, : len(ids)] = 1.0
+            row += 1
+    return RolloutBatch(prompt_ids, prompt_mask, response_ids, response_mask,
+                        torch.tensor(group_idx, dtype=torch.long))  # fmt: skip
+
+
+def forward_stats(
+    model,
+    mb: RolloutBatch,
+    *,
+    stats: tuple[str, ...],
+    temperature: float,
+    top_p: float = 0.85,
+    top_k: int = 10000,
+    chunk_size: int = 128,
+    entropy_grad: bool = False,
+):
+    """One forward of ``model`` over ``mb`` and ONE chunked token-statistics pass over its response logits."""
+    from ares_cli.algorithms.token_stats import select_response, token_stats
+
+    input_ids = torch.cat([mb.prompt_ids, mb.response_ids], dim=1)
+    attention = torch.cat([mb.prompt_mask, mb.response_mask.long()], dim=1)
+    position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+    r = mb.response_ids.shape[1]
+    out = model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids,
+                logits_to_keep=r + 1, use_cache=False)  # fmt: skip
+    logits, targets = select_response(out.logits, input_ids, r)
+    return token_stats(logits, targets, temperature=temperature if temperature > 0 else 1.0, top_p=top_p,
+                       top_k=top_k, chunk_size=chunk_size, stats=stats, entropy_grad=entropy_grad)  # fmt: skip
+
+
+def micro_slices(n: int, size: int) -> list[slice]:
+    return [slice(s, min(s + size, n)) for s in range(0, n, size)]
+
+
+@torch.no_grad()
+def rollout_pass(
+    model, batch: RolloutBatch, *, stats: tuple[str, ...], micro: int, prefix: str, **kw
+) -> None:
+    """No-grad statistics of ``model`` over the whole batch, stored as ``batch.tok[prefix + name]``."""
+    parts: dict[str, list[Tensor]] = {}
+    width = batch.response_ids.shape[1]
+    for sl in micro_slices(len(batch), micro):
+        out = forward_stats(model, batch.rows(sl), stats=stats, **kw)
+        for name in stats:
+            value = getattr(out, name).detach()
+            padded = torch.zeros((value.shape[0], width), dtype=value.dtype, device=value.device)
+            padded[:, : value.shape[1]] = value
+            parts.setdefault(name, []).append(padded)
+    for name, values in parts.items():
+        batch.tok[prefix + name] = torch.cat(values).masked_fill(batch.response_mask == 0, 0)

@@ -1,0 +1,245 @@
+"""``RLConfig``: every constant of the RL stage with its paper default, and the ``--algo`` presets.
+
+Precedence: dataclass defaults < preset of the algorithm < YAML (``--config``, or its ``rl:`` section)
+< ``--set key=value`` < explicit flags. Nested sections are addressed with dots (``--set aepo.window=4``,
+``--set loss.clip_high=0.28``). Batch sizes count *prompts* (groups of G responses), as verl and EasyR1 do:
+ARES's "512 prompts per step, global batch 128" is ``prompts_per_step=512, optim.mini_batch_size=128``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ares_cli.algorithms.aepo import AEPOConfig
+from ares_cli.algorithms.paec import PAECConfig
+from ares_cli.config import load_yaml, option, parse_sets, resolve, to_dict
+from ares_cli.errors import UsageError
+
+
+@dataclass
+class RolloutConfig:
+    """Generation of the G responses per prompt."""
+
+    prompts_per_step: int = option(512, "Prompts per RL step, all ranks together (ARES: 512; PAEC: 96).")
+    group_size: int = option(8, "G: responses sampled per prompt (ARES, PAEC: 8).")
+    temperature: float = option(
+        1.0, "Sampling temperature; also the temperature of training log-probs (1.0)."
+    )
+    top_p: float = option(1.0, "Nucleus mass of rollouts (PAEC: 1.0; ARES: 0.99).")
+    max_new_tokens: int = option(16384, "Response budget in tokens (ARES: 16k; PAEC: 3072).")
+    max_prompt_tokens: int = option(4096, "Longer prompts are dropped from the data (ARES: 4k; PAEC: 512).")
+    backend: Literal["auto", "hf", "vllm"] = option("auto", "auto = vllm with a GPU when installed, else hf.")
+    batch_size: int = option(64, "Rows per decode batch of the hf backend.")
+    vllm_gpu_memory_utilization: float = option(0.5, "GPU memory fraction vLLM may take beside the trainer.")
+    system_prompt: str | None = option(None, "Optional system message of every prompt.")
+    prompt_template: str | None = option(
+        None, "User-message format string with {problem}; None = the problem."
+    )
+
+
+@dataclass
+class OptimConfig:
+    """AdamW and the PPO update schedule."""
+
+    lr: float = option(1e-6, "AdamW learning rate (ARES, PAEC: 1e-6).")
+    weight_decay: float = option(1e-2, "AdamW weight decay on matrices (ARES: 1e-2).")
+    warmup_steps: int = option(0, "Linear warmup in optimiser steps (ARES: none); constant afterwards.")
+    adam_beta1: float = option(0.9, "AdamW beta1.")
+    adam_beta2: float = option(0.999, "AdamW beta2.")
+    adam_eps: float = option(1e-8, "AdamW epsilon.")
+    grad_clip: float = option(1.0, "Clip the global gradient norm (0 = off; verl's default 1.0).")
+    ppo_epochs: int = option(1, "Passes over each RL step's batch (GRPO/DAPO/ARES: 1).")
+    mini_batch_size: int = option(128, "Prompts per optimiser step, all ranks (ARES: 128; PAEC: 24).")
+    micro_batch_size: int = option(4, "Sequences per forward/backward on one rank (memory only).")
+    dtype: Literal["auto", "fp32", "bf16"] = option("auto", "auto = bf16 on GPU, fp32 on CPU.")
+    gradient_checkpointing: bool = option(False, "Recompute activations in backward (memory for time).")
+    deepspeed: str | None = option(
+        None, "DeepSpeed ZeRO config (pipelines/deepspeed/zero2.json); None = torch."
+    )
+
+
+@dataclass
+class LossConfig:
+    """Policy loss, advantage estimator and aggregation (see ares_cli.algorithms)."""
+
+    policy_loss: str = option("ppo", "Policy loss: ppo | cispo | clip_cov | kl_cov.")
+    advantage: str = option("grpo", "Advantage estimator: grpo | drgrpo | batch_norm.")
+    adv_std: Literal["unbiased", "biased"] = option("unbiased", "Group std of grpo advantages (torch.std).")
+    adv_eps: float = option(1e-6, "Epsilon of the advantage std division.")
+    aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_sum_constant"] = option(
+        "seq_mean_token_mean", "Loss aggregation (GRPO seq-mean-token-mean; DAPO token_mean; Dr.GRPO sum)."
+    )
+    clip_low: float = option(0.2, "PPO ratio clip below 1 (0.2).")
+    clip_high: float = option(0.2, "PPO ratio clip above 1 (0.2; DAPO clip-higher 0.28).")
+    dual_clip: float | None = option(3.0, "Dual-clip c on negative advantages (3.0; None = off).")
+    cispo_eps_low: float | None = option(None, "CISPO lower clip; None = one-sided as in MiniMax-M1.")
+    cispo_eps_high: float = option(5.0, "CISPO upper clip (PAEC baseline: 5.0).")
+    clip_cov_ratio: float = option(2e-4, "Clip-Cov fraction of tokens detached (PAEC baseline: 2e-4).")
+    clip_cov_lb: float = option(1.0, "Clip-Cov covariance band lower bound (1.0).")
+    clip_cov_ub: float = option(5.0, "Clip-Cov covariance band upper bound (5.0).")
+    kl_cov_ratio: float = option(2e-4, "KL-Cov fraction of top-covariance tokens (PAEC baseline: 2e-4).")
+    kl_cov_coef: float = option(0.1, "KL-Cov coefficient (PAEC baseline ppo_kl_coef: 0.1).")
+    entropy_coef: float = option(0.0, "Global entropy bonus (entropy preset: 8e-4, PAEC baseline).")
+    top_entropy_frac: float | None = option(
+        None, "Keep the PG term on the top fraction by entropy (80/20: 0.2)."
+    )
+    chunk_size: int = option(128, "Positions per chunk of the token-statistics pass (memory).")
+
+
+@dataclass
+class KLConfig:
+    """KL to the frozen initial policy, as a loss term (ARES eq. 2)."""
+
+    coef: float = option(0.001, "KL loss coefficient (verl default 1e-3; 0 = no reference model).")
+    estimator: Literal["k1", "k2", "k3"] = option("k3", "KL estimator (k3 = low-variance, Schulman 2020).")
+    clamp: float = option(10.0, "Clamp of the per-token KL estimate.")
+
+
+@dataclass
+class RewardConfig:
+    """Outcome reward: accuracy, optional format term, DAPO overlong shaping."""
+
+    correct: float = option(1.0, "Reward of a correct answer.")
+    incorrect: float = option(0.0, "Reward of an incorrect (or ungradable) answer.")
+    format_penalty: float = option(0.0, "Subtracted when the response has no \\boxed{} answer (0 = off).")
+    overlong_shaping: bool = option(False, "DAPO soft overlong punishment (dapo preset: on).")
+    overlong_buffer: int = option(4096, "DAPO L_cache: penalty ramps over the last N tokens of the budget.")
+    overlong_penalty: float = option(1.0, "Penalty at the full budget (DAPO: 1).")
+
+
+@dataclass
+class FilterConfig:
+    """Dynamic sampling (DAPO) / online filtering (ARES appendix A)."""
+
+    mode: Literal["off", "filter"] | bool = option(
+        "off", "filter: drop groups with equal rewards or mean out of band."
+    )
+    low: float = option(0.01, "Keep groups whose mean accuracy is >= low (ARES: 0.01).")
+    high: float = option(0.99, "Keep groups whose mean accuracy is <= high (ARES: 0.99).")
+    max_extra_rounds: int = option(10, "Extra generation rounds before failing (DAPO max_num_gen_batches).")
+
+
+@dataclass
+class ValConfig:
+    """Validation on a held-out split (--val-data)."""
+
+    every: int = option(10, "Validate every N steps (PAEC: 10; 0 = only before and after training).")
+    temperature: float = option(0.0, "Validation temperature (0 = greedy).")
+    top_p: float = option(1.0, "Validation nucleus mass.")
+    k: int = option(1, "Samples per validation problem (accuracy = mean over them).")
+    max_new_tokens: int | None = option(None, "Validation budget; None = the rollout budget.")
+    limit: int | None = option(None, "Only the first N validation problems.")
+
+
+@dataclass
+class GradingConfig:
+    grader: str = option("math_verify", "Grader name or module:function.")
+    workers: int = option(2, "Grading worker processes per rank.")
+    timeout_s: float = option(10.0, "Hard per-response grading timeout (the worker is killed).")
+
+
+@dataclass
+class RLConfig:
+    """The RL stage: algorithm, rollout, optimisation, loss, KL, rewards, filtering, validation."""
+
+    algo: str = option(
+        "grpo", "Algorithm preset: grpo dapo drgrpo cispo clip_cov kl_cov entropy topent aepo paec."
+    )
+    steps: int = option(720, "RL steps (PAEC: 720).")
+    seed: int = option(0, "Seed of the prompt order, rollout seeds and every other random choice.")
+    save_every: int = option(10, "Checkpoint every N steps (PAEC: 10; 0 = never); the last is kept.")
+    max_steps_this_run: int | None = option(
+        None, "Stop (checkpointed) after this step; rerun resumes. Not keyed."
+    )
+    data_limit: int | None = option(None, "Only the first N training problems.")
+    rollout: RolloutConfig = option(RolloutConfig(), "Generation settings.")
+    optim: OptimConfig = option(OptimConfig(), "Optimiser and PPO schedule.")
+    loss: LossConfig = option(LossConfig(), "Policy loss, advantages, aggregation.")
+    kl: KLConfig = option(KLConfig(), "KL loss to the reference model.")
+    reward: RewardConfig = option(RewardConfig(), "Outcome reward.")
+    filter: FilterConfig = option(FilterConfig(), "Dynamic sampling.")
+    val: ValConfig = option(ValConfig(), "Validation.")
+    grading: GradingConfig = option(GradingConfig(), "Grading.")
+    aepo: AEPOConfig = option(AEPOConfig(), "AEPO constants (ares_cli.algorithms.aepo.AEPOConfig).")
+    paec: PAECConfig = option(PAECConfig(), "PAEC constants (ares_cli.algorithms.paec.PAECConfig).")
+
+
+UNKEYED = ("max_steps_this_run",)
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "grpo": {},
+    "dapo": {"loss": {"clip_high": 0.28, "aggregation": "token_mean"}, "kl": {"coef": 0.0},
+             "filter": {"mode": "filter"}, "reward": {"overlong_shaping": True}},
+    "drgrpo": {"loss": {"advantage": "drgrpo", "aggregation": "seq_sum_constant"}},
+    "cispo": {"loss": {"policy_loss": "cispo"}},
+    "clip_cov": {"loss": {"policy_loss": "clip_cov"}},
+    "kl_cov": {"loss": {"policy_loss": "kl_cov"}},
+    "entropy": {"loss": {"entropy_coef": 8e-4}},
+    "topent": {"loss": {"top_entropy_frac": 0.2}},
+    "aepo": {"kl": {"coef": 1.0}, "filter": {"mode": "filter"}},
+    "paec": {},
+}  # fmt: skip
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = (
+            _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        )
+    return out
+
+
+def _nest(flat: dict[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for key, value in flat.items():
+        if value is None:
+            continue
+        node = nested
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
+def resolve_rl_config(
+    *, yaml_path=None, sets: list[str] | None = None, flags: dict[str, Any] | None = None
+) -> RLConfig:
+    """defaults < preset(algo) < YAML < --set < flags; the algorithm may come from any of the three."""
+    layers = [load_yaml(yaml_path, section="rl"), parse_sets(sets or []), _nest(flags or {})]
+    algo = next((layer["algo"] for layer in reversed(layers) if layer.get("algo") is not None), "grpo")
+    if algo not in PRESETS:
+        raise UsageError(f"unknown RL algorithm {algo!r}; valid: {', '.join(sorted(PRESETS))}")
+    merged: dict[str, Any] = PRESETS[algo]
+    for layer in layers:
+        merged = _merge(merged, layer)
+    cfg = resolve(RLConfig, flags={**merged, "algo": algo})
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: RLConfig) -> None:
+    """Cross-field checks that a single field's type cannot express."""
+    r, o = cfg.rollout, cfg.optim
+    if isinstance(cfg.filter.mode, bool):  # YAML reads a bare `off` as false
+        cfg.filter.mode = "filter" if cfg.filter.mode else "off"
+    if r.group_size < 2:
+        raise UsageError("rollout.group_size must be >= 2 (group-relative advantages)")
+    if r.prompts_per_step % o.mini_batch_size:
+        raise UsageError(
+            f"rollout.prompts_per_step {r.prompts_per_step} is not a multiple of "
+            f"optim.mini_batch_size {o.mini_batch_size}"
+        )
+    if min(o.micro_batch_size, o.ppo_epochs, cfg.steps, r.max_new_tokens) < 1:
+        raise UsageError("micro_batch_size, ppo_epochs, steps and max_new_tokens must be >= 1")
+    if not 0.0 <= cfg.filter.low <= cfg.filter.high <= 1.0:
+        raise UsageError("need 0 <= filter.low <= filter.high <= 1")
+    if cfg.reward.overlong_shaping and not 0 < cfg.reward.overlong_buffer <= r.max_new_tokens:
+        raise UsageError("reward.overlong_buffer must lie in (0, rollout.max_new_tokens]")
+
+
+def key_config(cfg: RLConfig) -> dict[str, Any]:
+    """The config as it keys the artifact (stop-and-resume hooks excluded)."""
+    return {k: v for k, v in to_dict(cfg).items() if k not in UNKEYED}

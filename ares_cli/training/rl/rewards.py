@@ -1,0 +1,51 @@
+"""Outcome rewards and the dynamic-sampling filter: pure functions over grades and lengths.
+
+- accuracy: ``correct`` for a correct grade, ``incorrect`` otherwise (invalid / timeout / error included);
+- format: ``format_penalty`` subtracted when the response has no ``\\boxed{}`` answer (grade ``invalid``);
+- DAPO soft overlong punishment (Yu et al. 2025, eq. 13) with L_max = the response budget and
+  L_cache = ``overlong_buffer``: 0 while |y| <= L_max - L_cache, then ((L_max - L_cache) - |y|) / L_cache
+  (times ``overlong_penalty``), reaching -penalty at |y| = L_max.
+- filter (DAPO dynamic sampling / ARES online filtering): a group is dropped when all its rewards are equal
+  (zero advantage) or its mean accuracy lies outside [low, high].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+def overlong_penalty(length: int, max_new_tokens: int, buffer: int, penalty: float = 1.0) -> float:
+    """DAPO's length-aware penalty (<= 0) of a response of ``length`` tokens."""
+    start = max_new_tokens - buffer
+    if length <= start:
+        return 0.0
+    return -penalty * min(1.0, (length - start) / buffer)
+
+
+def response_reward(grade: str, n_tokens: int, cfg, max_new_tokens: int) -> float:
+    """The base (pre-algorithm) reward of one response; ``cfg`` is a RewardConfig."""
+    reward = cfg.correct if grade == "correct" else cfg.incorrect
+    if grade == "invalid":
+        reward -= cfg.format_penalty
+    if cfg.overlong_shaping:
+        reward += overlong_penalty(n_tokens, max_new_tokens, cfg.overlong_buffer, cfg.overlong_penalty)
+    return float(reward)
+
+
+@dataclass(frozen=True)
+class FilterVerdict:
+    keep: bool
+    reason: str  # "kept", "all_equal", "out_of_band", "off"
+
+
+def filter_group(rewards: Sequence[float], correct: Sequence[bool], cfg) -> FilterVerdict:
+    """Keep or drop one group (``cfg`` is a FilterConfig)."""
+    if cfg.mode == "off":
+        return FilterVerdict(True, "off")
+    if max(rewards) - min(rewards) <= 1e-12:
+        return FilterVerdict(False, "all_equal")
+    accuracy = sum(bool(c) for c in correct) / len(correct)
+    if not cfg.low <= accuracy <= cfg.high:
+        return FilterVerdict(False, "out_of_band")
+    return FilterVerdict(True, "kept")

@@ -1,0 +1,178 @@
+"""Rollouts: which prompts a step draws, generating and grading their groups, and the cross-rank exchange.
+
+Prompt order is a pure function of (seed, position): epoch e is a ``random.Random(seed + e)`` permutation
+of the training problems, and the trainer's ``cursor`` (prompts drawn so far, extra dynamic-sampling rounds
+included) is the only data state a checkpoint needs. Each draw has a global index; a response's sampling
+seed is ``seed_for(seed, f"{problem_id}@{index}", sample)``, so it does not depend on the rank that
+generates it, on the batch it shares, or on whether the run was resumed.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class PromptSampler:
+    """Deterministic epoch-wise shuffled stream of problems."""
+
+    def __init__(self, problems: list[dict[str, Any]], seed: int):
+        if not problems:
+            raise ValueError("no training problems")
+        self.problems, self.seed = problems, seed
+        self._orders: dict[int, list[int]] = {}
+
+    def _order(self, epoch: int) -> list[int]:
+        if epoch not in self._orders:
+            order = list(range(len(self.problems)))
+            random.Random(self.seed + epoch).shuffle(order)
+            self._orders = {epoch: order}
+        return self._orders[epoch]
+
+    def draw(self, cursor: int, n: int) -> list[tuple[int, dict[str, Any]]]:
+        """(global index, problem) for draws ``cursor .. cursor + n - 1``."""
+        size = len(self.problems)
+        return [(i, self.problems[self._order(i // size)[i % size]]) for i in range(cursor, cursor + n)]
+
+
+@dataclass
+class Group:
+    """One prompt and its G graded responses (JSON-able, so ranks can exchange it)."""
+
+    index: int
+    problem_id: str
+    prompt_ids: list[int]
+    response_ids: list[list[int]]
+    finish: list[str]
+    grades: list[str]
+    rewards: list[float] = field(default_factory=list)
+
+    @property
+    def correct(self) -> list[bool]:
+        return [g == "correct" for g in self.grades]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def encode_prompts(tokenizer, problems: list[dict[str, Any]], rollout_cfg) -> list[list[int]]:
+    from ares_cli.generation import render_prompt
+
+    texts = [render_prompt(tokenizer, p["problem"], system_prompt=rollout_cfg.system_prompt,
+                           template=rollout_cfg.prompt_template) for p in problems]  # fmt: skip
+    return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+
+
+def generate_groups(backend, tokenizer, draws, *, cfg, seed: int, pool) -> list[Group]:
+    """Generate ``cfg.rollout.group_size`` responses per drawn prompt and grade them."""
+    from ares_cli.generation import GenerationRequest, SamplingParams, render_prompt, seed_for
+
+    r = cfg.rollout
+    sampling = SamplingParams(temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens)
+    requests = [
+        GenerationRequest(
+            prompt=render_prompt(tokenizer, p["problem"], system_prompt=r.system_prompt,
+                                 template=r.prompt_template),
+            seeds=tuple(seed_for(seed, f"{p['id']}@{index}", i) for i in range(r.group_size)),
+            key=p["id"],
+        )
+        for index, p in draws
+    ]  # fmt: skip
+    completions = backend.generate(requests, sampling) if requests else []
+    flat = [(p, c) for (_, p), comps in zip(draws, completions, strict=True) for c in comps]
+    grades = pool.grade([(p["answer"], c.text) for p, c in flat]) if flat else []
+    groups, g = [], 0
+    for (index, p), req, comps in zip(draws, requests, completions, strict=True):
+        n = len(comps)
+        groups.append(Group(
+            index=index, problem_id=p["id"], prompt_ids=tokenizer(req.prompt, add_special_tokens=False)["input_ids"],
+            response_ids=[list(c.token_ids) for c in comps], finish=[c.finish_reason for c in comps],
+            grades=[x.grade for x in grades[g:g + n]],
+        ))  # fmt: skip
+        g += n
+    return groups
+
+
+def all_gather_groups(groups: list[Group]) -> list[Group]:
+    """Every rank's groups on every rank, in global draw order (identity in one process).
+
+    Sent as JSON through :func:`~ares_cli.training.distributed.broadcast_json` (never pickled)."""
+    from ares_cli.training import distributed
+
+    if not distributed.is_initialized():
+        return sorted(groups, key=lambda g: g.index)
+    import torch.distributed as dist
+
+    gathered = []
+    for src in range(dist.get_world_size()):
+        payload = [g.to_json() for g in groups] if dist.get_rank() == src else None
+        gathered.extend(Group(**item) for item in distributed.broadcast_json(payload, src=src))
+    return sorted(gathered, key=lambda g: g.index)
+
+
+def validate_accuracy(backend, tokenizer, problems, *, cfg, pool, rank: int, world: int) -> dict[str, float]:
+    """Accuracy and mean length on this rank's share of ``problems``, as (sum, count) to all-reduce."""
+    from ares_cli.generation import GenerationRequest, SamplingParams, render_prompt, seed_for
+
+    v, r = cfg.val, cfg.rollout
+    mine = problems[rank::world]
+    sampling = SamplingParams(
+        temperature=v.temperature, top_p=v.top_p, max_new_tokens=v.max_new_tokens or r.max_new_tokens
+    )
+    requests = [GenerationRequest(prompt=render_prompt(tokenizer, p["problem"], system_prompt=r.system_prompt,
+                                                       template=r.prompt_template),
+                                  seeds=tuple(seed_for(cfg.seed, f"val:{p['id']}", i) for i in range(v.k)),
+                                  key=p["id"]) for p in mine]  # fmt: skip
+    completions = backend.generate(requests, sampling) if requests else []
+    flat = [(p, c) for p, comps in zip(mine, completions, strict=True) for c in comps]
+    grades = pool.grade([(p["answer"], c.text) for p, c in flat]) if flat else []
+    return {
+        "correct": float(sum(g.grade == "correct" for g in grades)),
+        "tokens": float(sum(c.n_tokens for _, c in flat)),
+        "truncated": float(sum(c.finish_reason == "length" for _, c in flat)),
+        "count": float(len(flat)),
+    }
+
+
+def collect_groups(
+    sampler, cursor: int, *, generate, cfg, log=lambda _m: None
+) -> tuple[list[Group], int, dict]:
+    """The step's ``prompts_per_step`` groups, with dynamic sampling when ``cfg.filter.mode == "filter"``.
+
+    ``generate(draws)`` generates and grades this rank's share of ``draws`` and returns every rank's groups
+    (:func:`all_gather_groups`), so all ranks take the same decisions. Each round draws a full step of
+    prompts; kept groups accumulate until there are enough, at most ``1 + max_extra_rounds`` rounds, after
+    which a :class:`~ares_cli.errors.StageFailure` names the counts. Returns (groups, cursor, stats).
+    """
+    from ares_cli.errors import StageFailure
+    from ares_cli.training.rl.rewards import filter_group, response_reward
+
+    want, f = cfg.rollout.prompts_per_step, cfg.filter
+    kept: list[Group] = []
+    reasons = {"all_equal": 0, "out_of_band": 0}
+    rounds = 0
+    while len(kept) < want:
+        if rounds > f.max_extra_rounds:
+            raise StageFailure(
+                f"dynamic sampling: only {len(kept)} of {want} prompts kept after {rounds} rounds "
+                f"({rounds * want} drawn; dropped {reasons['all_equal']} with all-equal rewards and "
+                f"{reasons['out_of_band']} with mean accuracy outside [{f.low}, {f.high}]); raise "
+                f"filter.max_extra_rounds, widen the band, or set filter.mode=off"
+            )
+        draws = sampler.draw(cursor, want)
+        cursor, rounds = cursor + want, rounds + 1
+        for g in generate(draws):
+            g.rewards = [response_reward(grade, len(ids), cfg.reward, cfg.rollout.max_new_tokens)
+                         for grade, ids in zip(g.grades, g.response_ids, strict=True)]  # fmt: skip
+            verdict = filter_group(g.rewards, g.correct, f)
+            if verdict.keep:
+                kept.append(g)
+            else:
+                reasons[verdict.reason] += 1
+        if len(kept) < want and f.mode != "off":
+            log(f"  dynamic sampling: {len(kept)}/{want} prompts kept after round {rounds}")
+    stats = {"filter/rounds": float(rounds), "filter/dropped_all_equal": float(reasons["all_equal"]),
+             "filter/dropped_out_of_band": float(reasons["out_of_band"]),
+             "filter/kept_frac": len(kept) / float(rounds * want)}  # fmt: skip
+    return kept[:want], cursor, stats

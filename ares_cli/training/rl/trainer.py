@@ -1,0 +1,392 @@
+"""The RL loop. Read :func:`train_rl` top to bottom:
+
+load policy (+ frozen reference) -> resume from the latest checkpoint -> for each step:
+  1. draw prompts, generate G responses each, grade, reward, dynamic sampling   (rollout.py, rewards.py)
+  2. pad this rank's groups into a batch; no-grad pass of the policy (old log-probs and the statistics the
+     algorithm needs) and of the reference                                     (batch.py)
+  3. algorithm hooks: prepare -> rewards -> advantages -> KL weights          (algos.py)
+  4. PPO epochs x mini-batches x micro-batches, global-count normalisation    (update.py)
+  5. controllers, weight sync, one log line + a metrics row, validation, checkpoint
+-> save the final model with ``save_pretrained``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CODE_VERSION = "rl-1"
+PHASES = ("generate", "grade", "forward", "backward")
+
+
+@dataclass
+class RLResult:
+    complete: bool
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class Timer:
+    """Seconds per phase within a step (``with timer("forward"): ...``)."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    @contextmanager
+    def __call__(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] += time.perf_counter() - start
+
+
+def train_rl(
+    cfg,
+    *,
+    model_path: str | Path,
+    problems: list[dict],
+    val_problems: list[dict] | None,
+    out_dir: str | Path,
+    log: Callable[[str], None] = print,
+) -> RLResult:
+    """Train ``model_path`` with ``cfg.algo`` on ``problems``; checkpoints under ``out_dir/checkpoints``
+    (resumed from automatically), metrics in ``out_dir/metrics.jsonl``, final model in ``out_dir/model``.
+    Call on every rank; ``cfg.max_steps_this_run`` stops (checkpointed) early, for tests and time slots."""
+    import random
+
+    import numpy as np
+    import torch
+    from transformers import AutoTokenizer
+
+    from ares_cli.algorithms.advantages import compute_advantages
+    from ares_cli.grading import GradingPool
+    from ares_cli.training import distributed
+    from ares_cli.training.rl import state
+    from ares_cli.training.rl.algos import build_algorithm
+    from ares_cli.training.rl.batch import collate, rollout_pass
+    from ares_cli.training.rl.rollout import PromptSampler, all_gather_groups, collect_groups, generate_groups
+    from ares_cli.training.rl.update import ppo_update
+    from ares_cli.training.sft import _load_optimizer, load_model, param_groups
+
+    dist = distributed.init_from_env()
+    log = log if dist.is_main else (lambda _msg: None)
+    reduce = distributed.all_reduce_sum
+    out_dir, ckpt_root = Path(out_dir), Path(out_dir) / "checkpoints"
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    r, group = cfg.rollout, cfg.rollout.group_size
+    if r.prompts_per_step % dist.world_size or cfg.optim.mini_batch_size % dist.world_size:
+        from ares_cli.errors import UsageError
+
+        raise UsageError(f"prompts_per_step and mini_batch_size must be multiples of {dist.world_size} ranks")
+
+    # -- models, data, algorithm
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    problems = _fitting_prompts(problems, tokenizer, cfg, log)
+    algo = build_algorithm(cfg, reduce)
+    model = load_model(model_path)
+    if cfg.optim.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    ref = load_model(model_path).eval().requires_grad_(False).to(dist.device) if algo.needs_ref() else None
+    log(
+        f"rl: {cfg.algo} | {len(problems)} problems | {cfg.steps} steps x {r.prompts_per_step} prompts x "
+        f"G={group} | {dist.world_size} rank(s) | reference model: {'yes' if ref is not None else 'no'}"
+    )
+
+    # -- resume (weights before the optimizer is built from them)
+    step0, cursor, opt_step, counters = 0, 0, 0, {"tokens": 0, **{f"{p}_s": 0.0 for p in PHASES}}
+    resumed = state.load(ckpt_root, dist)
+    if resumed is not None:
+        path, model_state, opt_state, meta = resumed
+        model.load_state_dict(model_state)
+        state.restore_controllers(algo, meta)
+        step0, cursor, opt_step, counters = meta["step"], meta["cursor"], meta["opt_step"], meta["counters"]
+        log(f"rl: resuming from {path.name} (cursor {cursor})")
+    model.to(dist.device).eval()
+    optimizer = torch.optim.AdamW(
+        param_groups(model, cfg.optim.weight_decay),
+        lr=cfg.optim.lr,
+        betas=(cfg.optim.adam_beta1, cfg.optim.adam_beta2),
+        eps=cfg.optim.adam_eps,
+    )
+    engine = _deepspeed_engine(cfg, model, optimizer, dist)
+    if resumed is not None:
+        _load_optimizer(engine, optimizer, opt_state)
+    backend = _backend(cfg, model, tokenizer, model_path)
+    gather = _gathered(model, engine)
+    if resumed is not None:
+        _sync(backend, model, gather)
+    sampler = PromptSampler(problems, cfg.seed)
+    rows = state.MetricRows(out_dir, resumed_step=step0, is_main=dist.is_main)
+    stop = min(cfg.steps, cfg.max_steps_this_run or cfg.steps)
+    val_acc: dict[int, float] = {}
+
+    with GradingPool(
+        cfg.grading.grader, workers=cfg.grading.workers, timeout_s=cfg.grading.timeout_s
+    ) as pool:
+
+        def validate(step: int) -> dict[str, float]:
+            if not val_problems:
+                return {}
+            with gather:
+                from ares_cli.training.rl.rollout import validate_accuracy
+
+                local = validate_accuracy(backend, tokenizer, val_problems, cfg=cfg, pool=pool,
+                                          rank=dist.rank, world=dist.world_size)  # fmt: skip
+            s = reduce(torch.tensor([local[k] for k in ("correct", "tokens", "truncated", "count")],
+                                    dtype=torch.float64)).tolist()  # fmt: skip
+            val_acc[step] = s[0] / max(s[3], 1)
+            log(f"val step {step} | accuracy {val_acc[step]:.4f} | len {s[1] / max(s[3], 1):.1f}")
+            return {"val/accuracy": val_acc[step], "val/response_len": s[1] / max(s[3], 1),
+                    "val/truncated_frac": s[2] / max(s[3], 1), "val/count": s[3]}  # fmt: skip
+
+        if step0 == 0 and val_problems and 0 not in rows:
+            rows.write({"step": 0, **validate(0)})
+        t_run = time.time()
+        for step in range(step0, stop):
+            timer, t0 = Timer(), time.perf_counter()
+
+            # 1. rollouts: this rank generates its share of the drawn prompts; every rank sees all groups
+            def generate(draws, timer=timer):
+                with timer("generate"), gather:
+                    mine = generate_groups(backend, tokenizer, draws[dist.rank::dist.world_size], cfg=cfg,
+                                           seed=cfg.seed, pool=_Timed(pool, timer))  # fmt: skip
+                return all_gather_groups(mine)
+
+            groups, cursor, filter_stats = collect_groups(
+                sampler, cursor, generate=generate, cfg=cfg, log=log
+            )
+            local = groups[dist.rank :: dist.world_size]
+
+            # 2. batch + no-grad passes (old policy; reference)
+            batch = collate(local, pad_id).to(dist.device)
+            batch.seq["base_reward"] = torch.tensor([x for g in local for x in g.rewards], device=dist.device)
+            batch.seq["correct"] = torch.tensor([c for g in local for c in g.correct], dtype=torch.float32,
+                                                device=dist.device)  # fmt: skip
+            batch.meta["tokenizer"] = tokenizer
+            top_p, top_k = algo.nucleus
+            kw = dict(
+                temperature=r.temperature,
+                top_p=top_p,
+                top_k=top_k,
+                chunk_size=cfg.loss.chunk_size,
+                micro=cfg.optim.micro_batch_size,
+            )
+            with timer("forward"):
+                rollout_pass(engine or model, batch, stats=algo.rollout_stats(), prefix="old_", **kw)
+                if ref is not None:
+                    rollout_pass(ref, batch, stats=("logprob",), prefix="ref_", **kw)
+
+            # 3. algorithm hooks -> rewards, advantages, KL weights
+            alg_metrics = algo.prepare(batch)
+            rewards, bonus, reward_metrics = algo.rewards(batch)
+            adv, adv_metrics = compute_advantages(cfg.loss.advantage, rewards.float().cpu(), group_size=group,
+                                                  eps=cfg.loss.adv_eps, std=cfg.loss.adv_std)  # fmt: skip
+            token_adv = adv.to(dist.device)[:, None].expand_as(batch.response_mask)
+            batch.tok["advantages"] = (token_adv + bonus) if bonus is not None else token_adv.contiguous()
+            kl_weights = algo.kl_weights(batch)
+            if kl_weights is not None:
+                batch.tok["kl_weight"] = kl_weights
+
+            # 4. policy update
+            update_metrics, opt_step = ppo_update(model, engine, optimizer, batch, algo, cfg, step=step,
+                                                  opt_step=opt_step, world_size=dist.world_size,
+                                                  reduce=reduce, timer=timer)  # fmt: skip
+
+            # 5. controllers, weight sync, metrics, validation, checkpoint
+            after_metrics = algo.after_step(batch)
+            _sync(backend, model, gather)
+            dt = time.perf_counter() - t0
+            rollout_metrics = _rollout_metrics(groups, batch, rewards, adv_metrics, reduce, r.max_new_tokens)
+            counters["tokens"] += int(rollout_metrics["tokens"])
+            for p in PHASES:
+                counters[f"{p}_s"] += timer.seconds[p]
+            side = _rank_mean({**alg_metrics, **reward_metrics, **after_metrics}, reduce, dist.world_size)
+            row = {"step": step + 1, **rollout_metrics, **filter_stats, **update_metrics, **side,
+                   **{f"time/{p}": round(timer.seconds[p], 4) for p in PHASES}, "time/step": round(dt, 4),
+                   "tokens_per_s": rollout_metrics["tokens"] / max(dt, 1e-9), "cursor": cursor}  # fmt: skip
+            done = step + 1 - step0
+            eta = (time.time() - t_run) / done * (stop - step - 1)
+            log(_line(row, stop, eta))
+            last = step + 1 == cfg.steps
+            if (cfg.val.every and (step + 1) % cfg.val.every == 0) or last:
+                row |= validate(step + 1)
+            rows.write(row)
+            stopping = step + 1 == stop and not last
+            if not last and (stopping or (cfg.save_every and (step + 1) % cfg.save_every == 0)):
+                state.save(
+                    ckpt_root,
+                    step + 1,
+                    model=model,
+                    engine=engine,
+                    optimizer=optimizer,
+                    dist=dist,
+                    algo=algo,
+                    meta={"cursor": cursor, "opt_step": opt_step, "counters": counters},
+                )
+            if stopping:
+                rows.close()
+                return RLResult(False, {"steps": step + 1})
+
+    # -- final model
+    rows.close()
+    _save_final(out_dir / "model", model, engine, tokenizer, dist)
+    first, final = val_acc.get(0), val_acc.get(cfg.steps)
+    stats = {"steps": cfg.steps, "algo": cfg.algo, "tokens": counters["tokens"], "world_size": dist.world_size,
+             "val_accuracy_initial": first, "val_accuracy_final": final,
+             "time_s": {p: round(counters[f"{p}_s"], 3) for p in PHASES},
+             "deepspeed_zero_stage": distributed.zero_stage(engine)}  # fmt: skip
+    return RLResult(True, stats)
+
+
+# ---- helpers -----------------------------------------------------------------------------------------
+def _fitting_prompts(problems, tokenizer, cfg, log):
+    from ares_cli.errors import InputError
+    from ares_cli.training.rl.rollout import encode_prompts
+
+    lengths = [len(ids) for ids in encode_prompts(tokenizer, problems, cfg.rollout)]
+    keep = [p for p, n in zip(problems, lengths, strict=True) if n <= cfg.rollout.max_prompt_tokens]
+    if len(keep) < len(problems):
+        log(
+            f"rl: dropped {len(problems) - len(keep)} prompts longer than {cfg.rollout.max_prompt_tokens} tokens"
+        )
+    if not keep:
+        raise InputError("no training prompt fits rollout.max_prompt_tokens")
+    return keep
+
+
+class _Timed:
+    """A grading pool whose ``grade`` calls are charged to the step's "grade" phase (not "generate")."""
+
+    def __init__(self, pool, timer):
+        self.pool, self.timer = pool, timer
+
+    def grade(self, items):
+        start = time.perf_counter()
+        try:
+            return self.pool.grade(items)
+        finally:
+            spent = time.perf_counter() - start
+            self.timer.seconds["grade"] += spent
+            self.timer.seconds["generate"] -= spent
+
+
+def _rollout_metrics(groups, batch, rewards, adv_metrics, reduce, budget) -> dict[str, float]:
+    """Global rollout statistics: all groups are on every rank; the batch-side ones are reduced."""
+    import torch
+
+    lengths = [len(ids) for g in groups for ids in g.response_ids]
+    prompt_tokens = sum(len(g.prompt_ids) * len(g.response_ids) for g in groups)
+    mask, n_groups = batch.response_mask, adv_metrics["num_groups"]
+    local = torch.tensor([
+        float(rewards.float().sum()), float(len(rewards)), float((batch.tok["old_entropy"] * mask).sum()),
+        float(mask.sum()), adv_metrics["zero_variance_group_frac"] * n_groups, n_groups,
+    ], dtype=torch.float64)  # fmt: skip
+    s = reduce(local).tolist()
+    return {
+        "reward": s[0] / max(s[1], 1),
+        "reward_base": sum(x for g in groups for x in g.rewards) / max(len(lengths), 1),
+        "accuracy": sum(c for g in groups for c in g.correct) / max(len(lengths), 1),
+        "response_len": sum(lengths) / max(len(lengths), 1),
+        "response_len_max": float(max(lengths, default=0)),
+        "truncated_frac": sum(f == "length" for g in groups for f in g.finish) / max(len(lengths), 1),
+        "entropy": s[2] / max(s[3], 1),
+        "zero_variance_group_frac": s[4] / max(s[5], 1),
+        "tokens": float(sum(lengths) + prompt_tokens),
+    }
+
+
+def _rank_mean(metrics: dict[str, float], reduce, world: int) -> dict[str, float]:
+    import torch
+
+    from ares_cli.training import distributed
+
+    keys = distributed.broadcast_json(sorted(metrics))
+    if not keys:
+        return {}
+    values = reduce(torch.tensor([float(metrics.get(k, 0.0)) for k in keys], dtype=torch.float64)) / world
+    return dict(zip(keys, values.tolist(), strict=True))
+
+
+def _line(row: dict[str, Any], total: int, eta: float) -> str:
+    eta_s = int(max(eta, 0))
+    kl = row.get("kl_k3", row.get("kl_k1", row.get("kl_k2", row.get("approx_kl_k3", 0.0))))
+    return (
+        f"step {row['step']}/{total} | reward {row['reward']:.3f} | acc {row['accuracy']:.3f} | "
+        f"len {row['response_len']:.0f} | ent {row['entropy']:.3f} | kl {kl:.2e} | "
+        f"clip {row.get('clipfrac_low', 0):.3f}/{row.get('clipfrac_high', 0):.3f} | "
+        f"loss {row.get('loss', 0):.4f} | tok/s {row['tokens_per_s']:,.0f} | "
+        f"gen {row['time/generate']:.1f}s grade {row['time/grade']:.1f}s fwd {row['time/forward']:.1f}s "
+        f"bwd {row['time/backward']:.1f}s | eta {eta_s // 3600}:{eta_s % 3600 // 60:02d}:{eta_s % 60:02d}"
+    )
+
+
+def _deepspeed_engine(cfg, model, optimizer, dist):
+    if not cfg.optim.deepspeed:
+        return None
+    from ares_cli.training import distributed
+
+    local_rows = cfg.optim.mini_batch_size // dist.world_size * cfg.rollout.group_size
+    accum = -(-local_rows // cfg.optim.micro_batch_size)
+    bf16 = cfg.optim.dtype == "bf16" or (cfg.optim.dtype == "auto" and dist.device.startswith("cuda"))
+    ds_config = distributed.deepspeed_config(cfg.optim.deepspeed, micro_batch=cfg.optim.micro_batch_size,
+                                             grad_accum=accum, world_size=dist.world_size,
+                                             grad_clip=cfg.optim.grad_clip, bf16=bf16)  # fmt: skip
+    return distributed.deepspeed_engine(model, optimizer, ds_config)
+
+
+def _gathered(model, engine):
+    """Full parameters for generation under ZeRO-3 (a no-op context otherwise)."""
+    from ares_cli.training import distributed
+
+    if distributed.zero_stage(engine) != 3:
+        return nullcontext()
+    import deepspeed
+
+    class _Gather:
+        def __enter__(self):
+            self.ctx = deepspeed.zero.GatheredParameters(list(model.parameters()))
+            return self.ctx.__enter__()
+
+        def __exit__(self, *exc):
+            return self.ctx.__exit__(*exc)
+
+    return _Gather()
+
+
+def _backend(cfg, model, tokenizer, model_path):
+    """hf: the live policy itself (no copy); vllm: its own engine, weights synced after every step."""
+    from ares_cli.generation import resolve_backend_name
+
+    if resolve_backend_name(cfg.rollout.backend) == "vllm":
+        from ares_cli.generation.vllm_backend import VLLMBackend
+
+        return VLLMBackend(
+            model_path,
+            seed=cfg.seed,
+            gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization,
+            max_model_len=cfg.rollout.max_prompt_tokens + cfg.rollout.max_new_tokens,
+        )
+    from ares_cli.generation.hf import HFBackend
+
+    return HFBackend.from_model(model, tokenizer, batch_size=cfg.rollout.batch_size)
+
+
+def _sync(backend, model, gather) -> None:
+    if getattr(backend, "model", None) is model:
+        return  # the hf backend samples from the live policy
+    with gather:
+        backend.sync_weights(model)
+
+
+def _save_final(path: Path, model, engine, tokenizer, dist) -> None:
+    from ares_cli.training.sft import _save_final as save_final
+
+    save_final(path, model, engine, tokenizer, dist)

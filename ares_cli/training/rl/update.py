@@ -1,0 +1,171 @@
+"""The policy update of one RL step: PPO epochs over mini-batches (one optimiser step each), each mini-batch
+split into micro-batches whose gradients accumulate.
+
+Every loss is normalised by the GLOBAL token / sequence counts of its optimiser step (all micro-batches,
+all ranks; :class:`~ares_cli.algorithms.aggregation.Aggregation`), and rank gradients are *summed*, so
+the gradient does not depend on the micro-batch size or the number of ranks. Exceptions by design: the
+per-call statistics of Clip-Cov / KL-Cov (covariance means, the random selection) and of the 80/20
+top-entropy threshold are taken over each micro-batch, as in the papers' per-batch formulation.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+from ares_cli.training.rl.batch import forward_stats, micro_slices
+
+SUMMED = ("pg_loss", "kl_loss", "loss")  # partial sums over micro-batches, not means
+
+
+class MetricMeans:
+    """Token-weighted means (and plain sums for SUMMED keys) of micro-batch metrics, reduced over ranks."""
+
+    def __init__(self):
+        self.sums, self.weights = defaultdict(float), defaultdict(float)
+
+    def add(self, metrics: dict[str, float], weight: float) -> None:
+        for key, value in metrics.items():
+            if key in SUMMED:
+                self.sums[key] += float(value)
+                self.weights[key] = 1.0
+            else:
+                self.sums[key] += float(value) * weight
+                self.weights[key] += weight
+
+    def reduce(self, reduce, *, updates: int = 1) -> dict[str, float]:
+        from ares_cli.training import distributed
+
+        keys = distributed.broadcast_json(sorted(self.sums))
+        if not keys:
+            return {}
+        flat = torch.tensor(
+            [[self.sums.get(k, 0.0), self.weights.get(k, 0.0)] for k in keys], dtype=torch.float64
+        )
+        flat = reduce(flat)
+        out = {}
+        for key, (total, weight) in zip(keys, flat.tolist(), strict=True):
+            out[key] = total / max(updates, 1) if key in SUMMED else (total / weight if weight else 0.0)
+        return out
+
+
+def lr_at(opt_step: int, cfg) -> float:
+    """Constant learning rate after an optional linear warmup (ARES: no warmup)."""
+    warm = cfg.optim.warmup_steps
+    return cfg.optim.lr * min(1.0, (opt_step + 1) / warm) if warm else cfg.optim.lr
+
+
+def minibatch_backward(
+    forward,
+    mb,
+    algo,
+    cfg,
+    *,
+    world_size: int,
+    reduce,
+    engine=None,
+    generator=None,
+    timer=None,
+    means: MetricMeans | None = None,
+) -> MetricMeans:
+    """Forward + backward of every micro-batch of one mini-batch; gradients accumulate in the model."""
+    from ares_cli.algorithms.aggregation import Aggregation, local_counts
+    from ares_cli.algorithms.kl import kl_loss
+    from ares_cli.algorithms.policy_losses import LossExtras, policy_loss
+
+    means = means if means is not None else MetricMeans()
+    timer = timer if timer is not None else _NoTimer()
+    counts = local_counts(mb.response_mask)
+    total = reduce(torch.tensor([counts["tokens"], counts["sequences"]], dtype=torch.float64))
+    agg = Aggregation(
+        cfg.loss.aggregation, float(total[0]), float(total[1]), max_length=cfg.rollout.max_new_tokens
+    )
+    algo.minibatch_start(mb)
+    top_p, top_k = algo.nucleus
+    pl_cfg = algo.policy_loss_config()
+    for sl in micro_slices(len(mb), cfg.optim.micro_batch_size):
+        micro = mb.rows(sl)
+        mask = micro.response_mask
+        with timer("forward"):
+            stats = forward_stats(forward, micro, stats=algo.train_stats(), temperature=cfg.rollout.temperature,
+                                  top_p=top_p, top_k=top_k, chunk_size=cfg.loss.chunk_size,
+                                  entropy_grad=algo.entropy_grad)  # fmt: skip
+            loss, metrics = policy_loss(
+                cfg.loss.policy_loss,
+                stats.logprob,
+                micro.tok["old_logprob"],
+                micro.tok["advantages"],
+                mask,
+                config=pl_cfg,
+                aggregation=agg,
+                extras=LossExtras(entropy=stats.entropy, generator=generator),
+            )
+            if "ref_logprob" in micro.tok:
+                kl, kl_metrics = kl_loss(stats.logprob, micro.tok["ref_logprob"], mask, aggregation=agg,
+                                         kind=cfg.kl.estimator, coef=cfg.kl.coef,
+                                         weights=micro.tok.get("kl_weight"), clamp=cfg.kl.clamp)  # fmt: skip
+                loss, metrics = loss + kl, metrics | kl_metrics
+            metrics["loss"] = float(loss.detach())  # policy + KL; the algorithm logs its extra term itself
+            extra, extra_metrics = algo.extra_loss(micro, stats)
+            if extra is not None:
+                loss, metrics = loss + extra, metrics | extra_metrics
+        with timer("backward"):
+            if engine is not None:  # DeepSpeed averages over ranks: undo it; do not divide by accumulation
+                engine.backward(loss * world_size, scale_wrt_gas=False)
+                engine.step()
+            else:
+                loss.backward()
+        means.add(metrics, weight=float(mask.sum()))
+    return means
+
+
+def optimizer_step(model, engine, optimizer, cfg) -> float:
+    """Sum gradients over ranks, clip, step (the torch path; DeepSpeed stepped inside the micro loop)."""
+    from ares_cli.training import distributed
+
+    if engine is not None:
+        return float(engine.get_global_grad_norm() or 0.0)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    distributed.all_reduce_grads_sum(trainable)
+    norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.optim.grad_clip or float("inf"))
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(norm)
+
+
+def ppo_update(
+    model, engine, optimizer, batch, algo, cfg, *, step: int, opt_step: int, world_size: int, reduce, timer
+) -> tuple[dict[str, float], int]:
+    """All optimiser steps of one RL step; returns (metrics, optimiser steps taken so far)."""
+    group = cfg.rollout.group_size
+    mb_rows = cfg.optim.mini_batch_size // world_size * group
+    generator = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+    forward = engine if engine is not None else model
+    means, norms, updates = MetricMeans(), [], 0
+    model.train()
+    for _epoch in range(cfg.optim.ppo_epochs):
+        for start in range(0, len(batch), mb_rows):
+            for group_ in (engine.optimizer if engine is not None else optimizer).param_groups:
+                group_["lr"] = lr_at(opt_step, cfg)
+            minibatch_backward(forward, batch.rows(slice(start, start + mb_rows)), algo, cfg,
+                               world_size=world_size, reduce=reduce, engine=engine, generator=generator,
+                               timer=timer, means=means)  # fmt: skip
+            with timer("backward"):
+                norms.append(optimizer_step(model, engine, optimizer, cfg))
+            opt_step, updates = opt_step + 1, updates + 1
+    model.eval()
+    metrics = means.reduce(reduce, updates=updates)
+    metrics |= {
+        "grad_norm": sum(norms) / len(norms),
+        "lr": lr_at(opt_step - 1, cfg),
+        "updates": float(updates),
+    }
+    return metrics, opt_step
+
+
+class _NoTimer:
+    def __call__(self, _name):
+        from contextlib import nullcontext
+
+        return nullcontext()
