@@ -1,12 +1,170 @@
-"""`ares rl`."""
+"""`ares rl`: RL from a model (toy-init / sft / rl artifact, directory or hub id) on a problem dataset.
+
+Resuming is automatic: a killed run leaves ``artifacts/rl/rl-<key>.partial/checkpoints/step-N`` and the same
+command continues from it (``--resume`` says so explicitly and fails when there is nothing to resume). Under
+``torchrun``/``deepspeed`` every rank runs this command; rank 0 owns the artifact, the others learn its
+directory from rank 0.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from ares_cli.errors import NotImplementedStage
+from ares_cli.console import emit, options
+from ares_cli.errors import AresError, StageFailure, UsageError
+
+PANEL_IO, PANEL_RL = "Inputs", "RL"
 
 
-def command(ctx: typer.Context) -> None:
-    """Not implemented yet."""
-    raise NotImplementedStage("'ares rl' is not implemented yet")
+def command(
+    ctx: typer.Context,
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Model: toy-init/sft/rl artifact id, directory or HF id.",
+            rich_help_panel=PANEL_IO,
+        ),
+    ],
+    data: Annotated[
+        str,
+        typer.Option(
+            "--data",
+            "-d",
+            help="Training problems: manifest name (toy-train), file or HF id.",
+            rich_help_panel=PANEL_IO,
+        ),
+    ],
+    algo: Annotated[
+        str | None,
+        typer.Option(
+            help="grpo dapo drgrpo cispo clip_cov kl_cov entropy topent aepo paec.", rich_help_panel=PANEL_RL
+        ),
+    ] = None,
+    val_data: Annotated[
+        str | None,
+        typer.Option(
+            "--val-data", help="Held-out problems for validation (toy-val).", rich_help_panel=PANEL_IO
+        ),
+    ] = None,
+    steps: Annotated[
+        int | None, typer.Option(help="RL steps (default 720).", rich_help_panel=PANEL_RL)
+    ] = None,
+    deepspeed: Annotated[
+        Path | None,
+        typer.Option(
+            "--deepspeed",
+            help="DeepSpeed ZeRO config (pipelines/deepspeed/zero2.json).",
+            rich_help_panel=PANEL_RL,
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="YAML with RL keys (or an 'rl:' section).", rich_help_panel=PANEL_IO),
+    ] = None,
+    sets: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Override a config key: key=value, dotted for sections (loss.clip_high=0.28).",
+            rich_help_panel=PANEL_RL,
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Retrain from scratch, discarding a complete or partial artifact.")
+    ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Require a partial run to resume (resuming is otherwise automatic)."),
+    ] = False,
+) -> None:
+    """RL: AEPO / PAEC / GRPO / DAPO / ...; checkpoints, metrics.jsonl and the final model."""
+    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.data.loader import load_problems
+    from ares_cli.stages.inputs import dataset_ref, resolve_model
+    from ares_cli.training import distributed
+    from ares_cli.training.rl import config as rlconfig
+    from ares_cli.training.rl import trainer
+
+    opts = options(ctx)
+    if force and resume:
+        raise UsageError("--force and --resume contradict each other")
+    flags = {"algo": algo, "steps": steps, "optim.deepspeed": str(deepspeed) if deepspeed else None}
+    cfg = rlconfig.resolve_rl_config(yaml_path=config, sets=sets, flags=flags)
+    store = ArtifactStore(opts.artifacts_root)
+    model_path, model_ref = resolve_model(store, model)
+    train = load_problems(data, limit=cfg.data_limit)
+    val = load_problems(val_data, limit=cfg.val.limit) if val_data else None
+    inputs = [model_ref, dataset_ref(train.records, train.provenance)]
+    if val is not None:
+        inputs.append(dataset_ref(val.records, val.provenance, role="val_data"))
+    if cfg.optim.deepspeed:
+        inputs.append(store.input_ref("deepspeed", cfg.optim.deepspeed))
+
+    dist = distributed.init_from_env()
+    run, info = None, None
+    if dist.is_main:
+        try:
+            run = store.open_stage(
+                "rl",
+                code_version=trainer.CODE_VERSION,
+                config=rlconfig.key_config(cfg),
+                inputs=inputs,
+                seeds={"seed": cfg.seed},
+                force=force,
+            )
+            info = {
+                "up_to_date": run.up_to_date,
+                "work_dir": str(run.work_dir),
+                "final": str(run.final_dir),
+                "resumed": run.resumed,
+            }
+        except AresError as err:
+            distributed.broadcast_json({"error": str(err)})
+            raise
+    info = distributed.broadcast_json(info)
+    if "error" in info:
+        raise StageFailure(f"rank 0 could not open the artifact: {info['error']}")
+    result = {
+        "path": info["final"],
+        "artifact_id": Path(info["final"]).name,
+        "up_to_date": info["up_to_date"],
+    }
+    if info["up_to_date"]:
+        if dist.is_main:
+            opts.log(f"rl: up to date ({result['artifact_id']})")
+            emit(opts, result)
+        return
+    if resume and not (Path(info["work_dir"]) / "checkpoints").is_dir():
+        if run is not None:
+            run.release()
+        raise UsageError(f"--resume: {info['work_dir']} holds no checkpoint to resume from")
+
+    outcome = trainer.train_rl(
+        cfg,
+        model_path=model_path,
+        problems=train.records,
+        val_problems=val.records if val is not None else None,
+        out_dir=Path(info["work_dir"]),
+        log=opts.log,
+    )
+    if not outcome.complete:
+        if run is not None:
+            run.release()
+        raise StageFailure(
+            f"rl stopped after step {outcome.stats.get('steps')} (max_steps_this_run); "
+            "rerun the same command to resume"
+        )
+    if dist.is_main:
+        final = run.finalize(outcome.stats)
+        acc = outcome.stats.get("val_accuracy_final")
+        opts.log(
+            f"rl: done {result['artifact_id']}" + (f" | val accuracy {acc:.4f}" if acc is not None else "")
+        )
+        emit(opts, {**result, "path": str(final), "stats": outcome.stats})
+    distributed.barrier()
+    distributed.shutdown()

@@ -1,0 +1,26 @@
+"""`ares rl` through the real console entry point: artifact, manifest stats, up to date, --resume."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_ares
+
+
+def test_rl_command_artifact_and_up_to_date(tiny_model_dir, tmp_path):
+    args = ("rl", "--model", str(tiny_model_dir), "--data", "toy-train", "--val-data", "toy-val", "--algo", "grpo",
+            "--steps", "1", "--set", "data_limit=8", "--set", "val.limit=2", "--set", "rollout.prompts_per_step=2",
+            "--set", "rollout.group_size=2", "--set", "rollout.max_new_tokens=6", "--set", "optim.mini_batch_size=2",
+            "--set", "grading.workers=1", "--set", "grading.grader=tests.test_rl_graders:parity_grade")  # fmt: skip
+    first = run_ares(*args, root=tmp_path)
+    path = first.stdout.strip()
+    manifest = json.loads(open(f"{path}/manifest.json").read())
+    stats = manifest["stats"]
+    assert manifest["stage"] == "rl" and stats["steps"] == 1 and stats["val_accuracy_final"] is not None
+    assert set(stats["time_s"]) == {"generate", "grade", "forward", "backward"}
+    assert "step 1/1 | reward" in first.stderr
+    assert {o["path"] for o in manifest["outputs"]} >= {"metrics.jsonl", "model/config.json"}
+    again = run_ares(*args, root=tmp_path)
+    assert "up to date" in again.stderr and again.stdout.strip() == path
+    other = run_ares(*args[:-2], "--set", "seed=1", "--resume", root=tmp_path, check=False)
+    assert other.returncode == 2 and "no checkpoint to resume" in other.stderr
