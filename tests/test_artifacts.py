@@ -18,8 +18,15 @@ from ares_cli.errors import IntegrityError, StageFailure
 
 
 def _open(store, config=None, inputs=(), force=False):
-    return store.open_stage("demo", code_version="1", config=config or {"k": 8}, inputs=list(inputs),
-                            seeds={"seed": 0}, argv=["test"], force=force)
+    return store.open_stage(
+        "demo",
+        code_version="1",
+        config=config or {"k": 8},
+        inputs=list(inputs),
+        seeds={"seed": 0},
+        argv=["test"],
+        force=force,
+    )
 
 
 def test_key_depends_on_config_code_and_inputs_not_order():
@@ -42,10 +49,27 @@ def test_finalize_writes_manifest_last_and_is_up_to_date(tmp_path):
     path = run.finalize({"n": 2})
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["stats"] == {"n": 2}
-    assert manifest["outputs"] == [{"path": "rows.jsonl", "sha256": manifest["outputs"][0]["sha256"],
-                                    "bytes": (path / "rows.jsonl").stat().st_size, "rows": 2}]
-    for key in ("schema_version", "artifact_id", "created", "git", "argv", "config", "config_hash", "seeds",
-                "inputs", "environment", "ares_version"):
+    assert manifest["outputs"] == [
+        {
+            "path": "rows.jsonl",
+            "sha256": manifest["outputs"][0]["sha256"],
+            "bytes": (path / "rows.jsonl").stat().st_size,
+            "rows": 2,
+        }
+    ]
+    for key in (
+        "schema_version",
+        "artifact_id",
+        "created",
+        "git",
+        "argv",
+        "config",
+        "config_hash",
+        "seeds",
+        "inputs",
+        "environment",
+        "ares_version",
+    ):
         assert key in manifest
     assert [json.loads(x)["i"] for x in (path / "rows.jsonl").read_text().splitlines()] == [1, 2]
     assert not run.work_dir.exists()
@@ -132,7 +156,9 @@ def test_lineage_follows_artifact_inputs(tmp_path):
     data_file.write_text('{"id": 1}\n')
     first = store.open_stage("a", code_version="1", config={}, inputs=[store.input_ref("data", data_file)])
     first_path = first.finalize()
-    second = store.open_stage("b", code_version="1", config={}, inputs=[store.input_ref("upstream", first_path)])
+    second = store.open_stage(
+        "b", code_version="1", config={}, inputs=[store.input_ref("upstream", first_path)]
+    )
     second.finalize()
     tree = store.lineage(second.artifact_id)
     assert tree["inputs"][0]["artifact_id"] == first.artifact_id

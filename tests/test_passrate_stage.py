@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from conftest import REPO, run_ares
 
-from ares_cli.stages.passrate import PassrateConfig, passrate_records, summary_stats
+from ares_cli.artifacts import ArtifactStore
+from ares_cli.errors import InputError
+from ares_cli.stages.passrate import (
+    PassrateConfig,
+    merge_shards,
+    passrate_records,
+    run_passrate,
+    summary_stats,
+)
 
-ARGS = (
+ARGS = (  # fmt: skip
     "--data",
     "toy-train",
     "--limit",
@@ -105,18 +114,20 @@ def test_killed_passrate_resumes_to_the_uninterrupted_rows(tiny_model_dir, tmp_p
 
 
 def test_shards_merge_to_the_unsharded_rows(tiny_model_dir, tmp_path):
-    root = tmp_path / "s"
-    whole = run_ares("--json", "passrate", "--model", str(tiny_model_dir), *ARGS, root=root)
-    whole_dir = Path(json.loads(whole.stdout)["path"])
+    store = ArtifactStore(tmp_path / "s")
+    cfg = PassrateConfig(
+        k=3, max_new_tokens=12, limit=5, grader="boxed_int", chunk_problems=2, grade_workers=1
+    )
+    quiet = {"log": lambda message: None}
+    whole, _ = run_passrate(store, model=str(tiny_model_dir), data="toy-train", cfg=cfg, **quiet)
     shard_ids = []
-    for i in range(3):
-        out = run_ares(
-            "--json", "passrate", "--model", str(tiny_model_dir), *ARGS, "--shard", f"{i}/3", root=root
-        )
-        shard_ids.append(json.loads(out.stdout)["artifact_id"])
-    merged = run_ares("--json", "passrate", "merge", *shard_ids, root=root)
-    merged_dir = Path(json.loads(merged.stdout)["path"])
+    for i in range(2):
+        shard_cfg = replace(cfg, shard=f"{i}/2")
+        run, _ = run_passrate(store, model=str(tiny_model_dir), data="toy-train", cfg=shard_cfg, **quiet)
+        shard_ids.append(run.artifact_id)
+    merged, stats = merge_shards(store, shard_ids)
     for name in ("samples.jsonl", "passrates.jsonl", "problems.jsonl"):
-        assert _read(merged_dir / name) == _read(whole_dir / name), name
-    bad = run_ares("passrate", "merge", *shard_ids[:2], root=root, check=False)
-    assert bad.returncode == 3 and "do not cover" in bad.stderr
+        assert _read(merged.final_dir / name) == _read(whole.final_dir / name), name
+    assert stats["merged_from"] == shard_ids
+    with pytest.raises(InputError, match="do not cover"):
+        merge_shards(store, shard_ids[:1])
