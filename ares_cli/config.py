@@ -16,6 +16,14 @@ from ares_cli.errors import UsageError
 
 T = TypeVar("T")
 
+# Words a bool field accepts; a YAML bool given to a Literal field maps back to its one word among these.
+_BOOL_WORDS: dict[bool, tuple[str, ...]] = {
+    True: ("true", "1", "yes", "on"),
+    False: ("false", "0", "no", "off"),
+}
+# --set values kept as strings (YAML 1.1 would read them as bools): `--set filter.mode=off` stays "off".
+_WORDS_NOT_BOOLS = ("on", "off", "yes", "no")
+
 
 def option(default: Any, help: str, **kwargs: Any) -> Any:
     """A dataclass field with a default and a one-line description."""
@@ -43,6 +51,9 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
                 continue
         raise UsageError(f"config key '{key}': {value!r} is not a valid {annotation}")
     if origin is typing.Literal:
+        if isinstance(value, bool) and value not in args:  # a YAML 1.1 file reads a bare `off` as false
+            spelled = [a for a in args if isinstance(a, str) and a.lower() in _BOOL_WORDS[value]]
+            value = spelled[0] if len(spelled) == 1 else value
         if value not in args:
             raise UsageError(f"config key '{key}': {value!r} is not one of {', '.join(map(str, args))}")
         return value
@@ -63,8 +74,8 @@ def _coerce(value: Any, annotation: Any, key: str) -> Any:
     if annotation is bool:
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
+        if isinstance(value, str) and value.lower() in _BOOL_WORDS[True] + _BOOL_WORDS[False]:
+            return value.lower() in _BOOL_WORDS[True]
         raise UsageError(f"config key '{key}': expected true/false, got {value!r}")
     if annotation is int:
         if isinstance(value, bool) or not (
@@ -113,7 +124,11 @@ def _apply(obj: Any, updates: dict[str, Any], prefix: str = "") -> Any:
 
 
 def parse_sets(pairs: list[str]) -> dict[str, Any]:
-    """``["a.b=1", "c=x"]`` → nested dict, values parsed as YAML scalars."""
+    """``["a.b=1", "c=x"]`` → nested dict, values parsed as YAML scalars.
+
+    ``on/off/yes/no`` (any case) stay strings, not YAML 1.1 bools: ``filter.mode=off`` is the string "off",
+    and a bool field still accepts them (:func:`_coerce`: on/yes → True, off/no → False).
+    """
     import yaml
 
     nested: dict[str, Any] = {}
@@ -121,10 +136,13 @@ def parse_sets(pairs: list[str]) -> dict[str, Any]:
         if "=" not in pair:
             raise UsageError(f"--set expects key=value, got '{pair}'")
         key, raw = pair.split("=", 1)
-        try:
-            value = yaml.safe_load(raw) if raw else ""
-        except yaml.YAMLError:
-            value = raw
+        if raw.strip().lower() in _WORDS_NOT_BOOLS:
+            value = raw.strip()
+        else:
+            try:
+                value = yaml.safe_load(raw) if raw else ""
+            except yaml.YAMLError:
+                value = raw
         node = nested
         parts = key.strip().split(".")
         for part in parts[:-1]:

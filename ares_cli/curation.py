@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from ares_cli.config import option
 from ares_cli.errors import InputError, UsageError
 
 MODES = ("length", "uniform")
@@ -37,18 +38,20 @@ FALLBACK_RULES = ("nearest_bracket", "global")
 class CurationConfig:
     """AdaCS curation settings; defaults follow section 3.1 of the ARES paper."""
 
-    mode: str = "length"
-    """Response choice: "length" = correct one nearest L_target (AdaCS), "uniform" = random correct one."""
-    per_bracket: int | None = None
-    """Problems sampled per pass-rate bracket; exclusive with ``size``."""
-    size: int | None = None
-    """Total problems, split evenly over all brackets, remainder one each to the lowest pass rates first."""
-    seed: int = 0
-    """Seed of the single ``random.Random`` used for problem sampling (and the uniform-mode choice)."""
-    l0_fallback: tuple[str, ...] = ("nearest_bracket", "global")
-    """Rules tried in order when a source has no pass-rate-0 lengths (see ``FALLBACK_RULES``)."""
-    l1_fallback: tuple[str, ...] = ("nearest_bracket", "global")
-    """Rules tried in order when a source has no pass-rate-1 lengths (see ``FALLBACK_RULES``)."""
+    mode: str = option(
+        "length", '"length": the correct response nearest L_target (AdaCS); "uniform": a random correct one.'
+    )
+    per_bracket: int | None = option(None, "Problems sampled per pass-rate bracket; exclusive with size.")
+    size: int | None = option(
+        None, "Total problems, split evenly over brackets; the remainder one each to the lowest pass rates."
+    )
+    seed: int = option(0, "Seed of the single random.Random used for problem sampling (and uniform mode).")
+    l0_fallback: tuple[str, ...] = option(
+        ("nearest_bracket", "global"), "Rules tried in order when a source has no pass-rate-0 lengths."
+    )
+    l1_fallback: tuple[str, ...] = option(
+        ("nearest_bracket", "global"), "Rules tried in order when a source has no pass-rate-1 lengths."
+    )
 
     def __post_init__(self) -> None:
         for name in ("l0_fallback", "l1_fallback"):  # YAML gives lists; keep the config hashable

@@ -123,3 +123,12 @@ def test_last_boxed_int_and_buckets():
     assert buckets == ["easy", "easy", "medium", "medium", "hard", "hard"]
     assert length_cv([10, 10]) == 0.0
     assert length_cv([10, 30]) == pytest.approx(0.5)
+
+
+def test_teacher_terminates_when_slips_drive_values_negative():
+    always_slip = TeacherConfig(slip_base=1.0, slip_per_step=0.0)
+    trace = write_trace("Start at 10, then -9, -1, -5.", always_slip, random.Random(0), forced_slips={0: 0})
+    assert trace.splitlines()[1].startswith("0-1=")
+    assert last_boxed_int(trace) is not None
+    for record in generate_split("train", 200, seed=9):
+        assert last_boxed_int(write_trace(record["problem"], always_slip, random.Random(2))) is not None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
+from ares_cli.config import option
 from ares_cli.errors import UsageError
 
 EASY, MEDIUM, HARD = 0, 1, 2
@@ -35,38 +36,60 @@ KL_CTRL_SIGNALS = ("sequence", "alg1", "token")
 class AEPOConfig:
     """Every AEPO constant, with the paper's default where the paper gives one (see docs/methods.md)."""
 
-    window: int = 4  # w of eq. 4: tokens per entropy window (paper: 4-8 best, sec. 2.1)
-    window_mode: str = "paper"  # "paper": H_t..H_{t+w-1} (eq. 4); "next": H_{t+1}..H_{t+w} (reference code)
-    quantile: float = 0.95  # per-trajectory entropy quantile of the threshold (sec. 3.2.1, alg. 1 line 9)
-    threshold_mode: str = (
-        "mean"  # "mean" of per-row quantiles (paper), "median" of them, or "ema" of the mean
+    window: int = option(4, "w of eq. 4: tokens per entropy window (paper: 4-8 best, sec. 2.1).")
+    window_mode: str = option(
+        "paper", '"paper": H_t..H_{t+w-1} (eq. 4); "next": H_{t+1}..H_{t+w} (reference code).'
     )
-    threshold_ema_decay: float = 0.99  # decay of the "ema" threshold (reference code's 0.99)
-    use_trigger_vocab: bool = False  # appendix H: count only positions whose sampled token is a trigger word
-    trigger_words: tuple[str, ...] = ()  # the trigger vocabulary when use_trigger_vocab is on
-    easy_pass_frac: float = 0.75  # easy iff n_correct >= ceil(0.75 n) (6 of 8, eq. 10)
-    hard_pass_frac: float = 0.25  # hard iff n_correct <= floor(0.25 n) (2 of 8, eq. 10)
-    reward_variant: str = (
-        "paper"  # "paper": penalise incorrect only (sec. 3.2.2); "appendix_i": fig. 9 shaping
+    quantile: float = option(
+        0.95, "Per-trajectory entropy quantile of the threshold (sec. 3.2.1, alg. 1 line 9)."
     )
-    target_source: str = "ema"  # N_target(d): "ema" of previous batches, "running_mean", "fixed", "batch"
-    target_ema_decay: float = 0.9  # decay of the "ema" target (about a 10-step memory; our choice)
-    target_fixed: tuple[float, float, float] | None = None  # N_target per bucket for target_source="fixed"
-    lambda_mode: str = "paper"  # "paper": max(0, mean-target)/(var+eps); "directional": sign follows g_d
-    lambda_eps: float = 1.0  # eps of lambda_d, in counts^2 (keeps lambda bounded when Var = 0)
-    shaping_cap: float = 1.0  # largest |shaping| added to R_acc (bounds lambda_d * g_d; our safeguard)
-    token_bonus: bool = False  # algorithm 1 line 19: add psi_{i,t} to the token advantages
-    token_bonus_phi: str = "identity"  # phi of psi: "identity" or "tanh"
-    token_bonus_baseline: str = "mean"  # b_i of psi: "mean" (per-response mean of the bonus) or "none"
-    kl_rho: float = 0.5  # rho < 1 of eq. 1 inside HWE windows (paper gives no value)
-    kl_beta: tuple[float, float, float] = (1.0, 1.0, 1.0)  # beta_d of eq. 1 (easy, medium, hard)
-    kl_target: tuple[float, float, float] = (0.02, 0.05, 0.1)  # delta_d of eq. 27 (paper gives no value)
-    kl_init: float = 0.01  # initial kappa_d of eq. 27 (every bucket)
-    kl_step_size: float = 0.1  # alpha_kappa of eq. 27
-    kl_min: float = 1e-4  # kappa_min of eq. 27
-    kl_max: float = 1.0  # kappa_max of eq. 27
-    kl_ctrl_signal: str = "sequence"  # KL_ctrl: "sequence" mean of non-window means, "alg1" (/L_i), "token"
-    kl_ctrl_ema_decay: float = 0.0  # moving average of KL_ctrl (eq. 27's KL-hat); 0 = this step (alg. 1)
+    threshold_mode: str = option(
+        "mean", '"mean" of per-row quantiles (paper), "median" of them, or "ema" of the mean.'
+    )
+    threshold_ema_decay: float = option(0.99, 'Decay of the "ema" threshold (reference code\'s 0.99).')
+    use_trigger_vocab: bool = option(
+        False, "Appendix H: count only positions whose sampled token is a trigger word."
+    )
+    trigger_words: tuple[str, ...] = option((), "The trigger vocabulary when use_trigger_vocab is on.")
+    easy_pass_frac: float = option(0.75, "Easy iff n_correct >= ceil(0.75 n) (6 of 8, eq. 10).")
+    hard_pass_frac: float = option(0.25, "Hard iff n_correct <= floor(0.25 n) (2 of 8, eq. 10).")
+    reward_variant: str = option(
+        "paper", '"paper": penalise incorrect only (sec. 3.2.2); "appendix_i": fig. 9 shaping.'
+    )
+    target_source: str = option(
+        "ema", 'N_target(d): "ema" of previous batches, "running_mean", "fixed", "batch".'
+    )
+    target_ema_decay: float = option(0.9, 'Decay of the "ema" target (about a 10-step memory; our choice).')
+    target_fixed: tuple[float, float, float] | None = option(
+        None, 'N_target per bucket for target_source="fixed".'
+    )
+    lambda_mode: str = option(
+        "paper", '"paper": max(0, mean-target)/(var+eps); "directional": sign follows g_d.'
+    )
+    lambda_eps: float = option(1.0, "eps of lambda_d, in counts^2 (keeps lambda bounded when Var = 0).")
+    shaping_cap: float = option(
+        1.0, "Largest |shaping| added to R_acc (bounds lambda_d * g_d; our safeguard)."
+    )
+    token_bonus: bool = option(False, "Algorithm 1 line 19: add psi_{i,t} to the token advantages.")
+    token_bonus_phi: str = option("identity", 'phi of psi: "identity" or "tanh".')
+    token_bonus_baseline: str = option(
+        "mean", 'b_i of psi: "mean" (per-response mean of the bonus) or "none".'
+    )
+    kl_rho: float = option(0.5, "rho < 1 of eq. 1 inside HWE windows (paper gives no value).")
+    kl_beta: tuple[float, float, float] = option((1.0, 1.0, 1.0), "beta_d of eq. 1 (easy, medium, hard).")
+    kl_target: tuple[float, float, float] = option(
+        (0.02, 0.05, 0.1), "delta_d of eq. 27 (paper gives no value)."
+    )
+    kl_init: float = option(0.01, "Initial kappa_d of eq. 27 (every bucket).")
+    kl_step_size: float = option(0.1, "alpha_kappa of eq. 27.")
+    kl_min: float = option(1e-4, "kappa_min of eq. 27.")
+    kl_max: float = option(1.0, "kappa_max of eq. 27.")
+    kl_ctrl_signal: str = option(
+        "sequence", 'KL_ctrl: "sequence" mean of non-window means, "alg1" (/L_i), "token".'
+    )
+    kl_ctrl_ema_decay: float = option(
+        0.0, "Moving average of KL_ctrl (eq. 27's KL-hat); 0 = this step (alg. 1)."
+    )
 
     def __post_init__(self) -> None:
         _choice("window_mode", self.window_mode, WINDOW_MODES)

@@ -24,6 +24,7 @@ import torch
 
 from ares_cli.algorithms.aepo import masked_row_quantile
 from ares_cli.algorithms.token_stats import TokenStats, token_stats
+from ares_cli.config import option
 from ares_cli.errors import UsageError
 
 AllReduce = Callable[[torch.Tensor], torch.Tensor]
@@ -33,18 +34,18 @@ AllReduce = Callable[[torch.Tensor], torch.Tensor]
 class PAECConfig:
     """Every PAEC constant with the paper's default (table 4, sec. 5.5); see docs/methods.md."""
 
-    top_p: float = 0.85  # nucleus mass p of eq. 5 (peak_prob_p)
-    top_k: int = 10000  # cap on the nucleus size (peak_prob_topk)
-    temperature: float = 1.0  # softmax temperature of π (rollout temperature 1.0 in the paper)
-    beta: float = 0.3  # weight β of the competition score s2 in eq. 9
-    quantile: float = 0.8  # per-response quantile ρ of the score threshold τ (eq. 10)
-    sharpness: float = 12.0  # κ of the soft mask σ(κ(s − τ)) (eq. 10)
-    alpha: float = 8e-4  # α: weight of the masked entropy bonus (eq. 15)
-    lambda_ent: float = 0.004  # λ_ent: weight of the lower-bound penalty (eq. 15)
-    anchor_steps: int = 4  # K: steps averaged into the anchor H0 (eq. 12)
-    rho_min: float = 0.8  # H_low = ρ_min H0 (not given by the paper; our choice, see docs)
-    score_eps: float = 1e-6  # ε of s1 (eq. 7)
-    mask_eps: float = 1e-6  # ε of the masked-entropy denominator (eq. 11)
+    top_p: float = option(0.85, "Nucleus mass p of eq. 5 (peak_prob_p).")
+    top_k: int = option(10000, "Cap on the nucleus size (peak_prob_topk).")
+    temperature: float = option(1.0, "Softmax temperature of π (rollout temperature 1.0 in the paper).")
+    beta: float = option(0.3, "Weight β of the competition score s2 in eq. 9.")
+    quantile: float = option(0.8, "Per-response quantile ρ of the score threshold τ (eq. 10).")
+    sharpness: float = option(12.0, "κ of the soft mask σ(κ(s − τ)) (eq. 10).")
+    alpha: float = option(8e-4, "α: weight of the masked entropy bonus (eq. 15).")
+    lambda_ent: float = option(0.004, "λ_ent: weight of the lower-bound penalty (eq. 15).")
+    anchor_steps: int = option(4, "K: steps averaged into the anchor H0 (eq. 12).")
+    rho_min: float = option(0.8, "H_low = ρ_min H0 (not given by the paper; our choice, see docs).")
+    score_eps: float = option(1e-6, "ε of s1 (eq. 7).")
+    mask_eps: float = option(1e-6, "ε of the masked-entropy denominator (eq. 11).")
 
     def __post_init__(self) -> None:
         if not 0.0 < self.top_p <= 1.0:

@@ -44,6 +44,7 @@ from torch import Tensor
 
 from ares_cli.algorithms.aggregation import Aggregation, masked_mean
 from ares_cli.algorithms.registry import Registry
+from ares_cli.config import option
 from ares_cli.errors import UsageError
 
 POLICY_LOSSES: Registry = Registry("policy loss")
@@ -53,19 +54,21 @@ POLICY_LOSSES: Registry = Registry("policy loss")
 class PolicyLossConfig:
     """Every constant of every policy loss, with the defaults named in the module docstring."""
 
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    dual_clip: float | None = 3.0
-    cispo_eps_low: float | None = None
-    cispo_eps_high: float = 0.28
-    clip_cov_ratio: float = 2e-4
-    clip_cov_lb: float = 1.0
-    clip_cov_ub: float = 5.0
-    kl_cov_ratio: float = 2e-3
-    kl_cov_coef: float = 1.0
-    entropy_coef: float = 0.0
-    top_entropy_frac: float | None = None
-    log_ratio_clamp: float = 20.0
+    clip_low: float = option(0.2, "PPO ratio clip below 1 (eps_low).")
+    clip_high: float = option(0.28, "PPO ratio clip above 1 (eps_high; DAPO clip-higher 0.28).")
+    dual_clip: float | None = option(3.0, "Dual-clip c on negative advantages (Ye et al. 2020; None = off).")
+    cispo_eps_low: float | None = option(None, "CISPO lower clip; None = one-sided as in MiniMax-M1.")
+    cispo_eps_high: float = option(0.28, "CISPO upper clip.")
+    clip_cov_ratio: float = option(2e-4, "Clip-Cov fraction of valid tokens whose loss is zeroed.")
+    clip_cov_lb: float = option(1.0, "Clip-Cov covariance band lower bound.")
+    clip_cov_ub: float = option(5.0, "Clip-Cov covariance band upper bound.")
+    kl_cov_ratio: float = option(2e-3, "KL-Cov fraction of top-covariance tokens given the |log-ratio| term.")
+    kl_cov_coef: float = option(1.0, "KL-Cov coefficient of the |logprob - old_logprob| term.")
+    entropy_coef: float = option(0.0, "Global entropy bonus: per-token loss -= entropy_coef * H_t.")
+    top_entropy_frac: float | None = option(
+        None, "Keep the PG term only on this top fraction of tokens by entropy (80/20: 0.2; None = all)."
+    )
+    log_ratio_clamp: float = option(20.0, "Clamp of the log-ratio before exp.")
 
     def __post_init__(self):
         if self.clip_low < 0 or self.clip_high < 0 or self.cispo_eps_high < 0:

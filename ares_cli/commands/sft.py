@@ -7,7 +7,6 @@ the artifact (lock, manifest), the others learn its directory from rank 0.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Annotated
 
@@ -17,41 +16,6 @@ from ares_cli.console import emit, options
 from ares_cli.errors import AresError, InputError, StageFailure
 
 PANEL_IO, PANEL_TRAIN = "Inputs", "Training"
-
-
-def _dir_ref(role: str, directory: Path):
-    """An InputRef for a plain model directory: sha256 over (relative path, file sha256) of every file."""
-    from ares_cli.artifacts import InputRef, sha256_file
-
-    digest = hashlib.sha256()
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        digest.update(f"{path.relative_to(directory).as_posix()}\0{sha256_file(path)}\n".encode())
-    return InputRef(role=role, path=str(directory), sha256=digest.hexdigest())
-
-
-def resolve_model(store, ref: str):
-    """(model directory, InputRef) for a model directory, an artifact id (its ``model/``) or a hub id."""
-    path = Path(ref)
-    if (path / "config.json").is_file():
-        return path, _dir_ref("model", path)
-    try:
-        artifact = store.input_ref("model", ref)
-    except InputError:
-        artifact = None
-    if artifact is not None:
-        model_dir = Path(artifact.path) / "model"
-        if not (model_dir / "config.json").is_file():
-            raise InputError(f"artifact {artifact.artifact_id} has no model/ directory")
-        return model_dir, artifact
-    if path.exists() or ref.count("/") != 1:
-        raise InputError(f"'{ref}' is not a model directory, a model artifact id or a hub id (org/name)")
-    try:
-        from huggingface_hub import snapshot_download
-
-        local = Path(snapshot_download(ref))
-    except Exception as err:  # network, auth, missing repo: all an input problem here
-        raise InputError(f"cannot fetch model '{ref}' from the hub: {err}") from None
-    return local, _dir_ref("model", local)
 
 
 def resolve_data(store, ref: str):
@@ -134,6 +98,7 @@ def command(
     """Cold-start supervised fine-tuning: loss on assistant tokens only; resumes a killed run automatically."""
     from ares_cli.artifacts import ArtifactStore
     from ares_cli.config import resolve, to_dict
+    from ares_cli.stages.inputs import resolve_model
     from ares_cli.training import distributed, sft
 
     opts = options(ctx)

@@ -23,7 +23,7 @@ def resolve_model(store: ArtifactStore, ref: str | Path, *, role: str = "model")
     """A model given as an artifact id/dir (its ``model/``), a local directory, or an HF hub id.
 
     Artifacts are keyed by their id and output hashes; local directories by the sha256 of their files;
-    hub ids by the id string (pin a revision in the id, ``org/name@rev``, for reproducible keys).
+    hub ids by the id string (a hub model that changes upstream is not detected).
     """
     path = Path(ref)
     if path.is_dir() and (path / "config.json").is_file() and not (path / MANIFEST).is_file():

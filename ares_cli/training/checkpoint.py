@@ -10,6 +10,9 @@ A checkpoint is a directory ``checkpoints/step-000012/`` holding
 
 The schedule is a pure function of the step, so "scheduler state" is the step. Directories are written as
 ``*.tmp`` and renamed; :func:`latest` ignores anything without ``state.json``; :func:`prune` keeps the last.
+:func:`optimizer_state` / :func:`load_optimizer` take a torch or DeepSpeed ZeRO-1/2 optimizer state out and
+back in; :func:`save_final` writes the trained model (``save_pretrained``) and drops the checkpoints. SFT and
+RL share them.
 """
 
 from __future__ import annotations
@@ -185,3 +188,41 @@ def prune(root: Path, *, keep: Path) -> None:
     for path in root.glob("step-*"):
         if path != keep:
             shutil.rmtree(path, ignore_errors=True)
+
+
+# ---- optimizer state and the final model -------------------------------------------------------------
+def optimizer_state(engine, optimizer) -> Any:
+    """This rank's optimizer state: a torch AdamW state dict, or the rank's ZeRO-1/2 partition."""
+    if engine is None:
+        return {"torch": optimizer.state_dict()}
+    zero = engine.optimizer
+    return {"base": zero.optimizer.state_dict(), "fp32": list(zero.single_partition_of_fp32_groups)}
+
+
+def load_optimizer(engine, optimizer, state: Any) -> None:
+    """Restore what :func:`optimizer_state` returned into ``optimizer`` (or the DeepSpeed engine's)."""
+    import torch
+
+    if engine is None:
+        optimizer.load_state_dict(state["torch"])
+        return
+    zero = engine.optimizer
+    zero.optimizer.load_state_dict(state["base"])
+    with torch.no_grad():
+        for mine, saved in zip(zero.single_partition_of_fp32_groups, state["fp32"], strict=True):
+            mine.copy_(saved)
+
+
+def save_final(path: Path, model, engine, tokenizer, dist) -> None:
+    """``save_pretrained`` + tokenizer on rank 0; drops the checkpoints (the model is the output)."""
+    from ares_cli.training import distributed
+
+    state = None
+    if distributed.zero_stage(engine) == 3:
+        state = engine._zero3_consolidated_16bit_state_dict()  # collective: every rank calls it
+    if dist.is_main:
+        model.config.use_cache = True
+        model.save_pretrained(str(path), state_dict=state)
+        tokenizer.save_pretrained(str(path))
+        shutil.rmtree(path.parent / "checkpoints", ignore_errors=True)
+    distributed.barrier()

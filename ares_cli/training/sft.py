@@ -216,7 +216,7 @@ def train_sft(
         )
         engine = distributed.deepspeed_engine(model, optimizer, ds_config)
     if resume_from is not None:
-        _load_optimizer(engine, optimizer, opt_state)
+        checkpoint.load_optimizer(engine, optimizer, opt_state)
     trainable = [p for p in model.parameters() if p.requires_grad]
     autocast = torch.autocast(
         "cuda", dtype=torch.bfloat16, enabled=bf16 and engine is None and dist.device.startswith("cuda")
@@ -294,7 +294,7 @@ def train_sft(
             return SFTResult(False, {"steps": step + 1})
 
     # -- final model
-    _save_final(out_dir / "model", model, engine, tokenizer, dist)
+    checkpoint.save_final(out_dir / "model", model, engine, tokenizer, dist)
     stats = {
         "steps": total_steps,
         "epochs": config.epochs,
@@ -313,26 +313,6 @@ def train_sft(
 
 
 # ---- state in and out --------------------------------------------------------------------------------
-def _optimizer_state(engine, optimizer) -> Any:
-    if engine is None:
-        return {"torch": optimizer.state_dict()}
-    zero = engine.optimizer
-    return {"base": zero.optimizer.state_dict(), "fp32": list(zero.single_partition_of_fp32_groups)}
-
-
-def _load_optimizer(engine, optimizer, state: Any) -> None:
-    import torch
-
-    if engine is None:
-        optimizer.load_state_dict(state["torch"])
-        return
-    zero = engine.optimizer
-    zero.optimizer.load_state_dict(state["base"])
-    with torch.no_grad():
-        for mine, saved in zip(zero.single_partition_of_fp32_groups, state["fp32"], strict=True):
-            mine.copy_(saved)
-
-
 def _save_checkpoint(root: Path, step: int, model, engine, optimizer, dist, counters: dict) -> None:
     from ares_cli.training import checkpoint, distributed
 
@@ -344,25 +324,8 @@ def _save_checkpoint(root: Path, step: int, model, engine, optimizer, dist, coun
         root,
         step,
         model_state=state,
-        optimizer_state=_optimizer_state(engine, optimizer),
+        optimizer_state=checkpoint.optimizer_state(engine, optimizer),
         meta=meta,
         rank=dist.rank,
         barrier=distributed.barrier,
     )
-
-
-def _save_final(path: Path, model, engine, tokenizer, dist) -> None:
-    """``save_pretrained`` (safetensors) + tokenizer on rank 0; drops the checkpoints (the model is the output)."""
-    import shutil
-
-    from ares_cli.training import distributed
-
-    state = None
-    if distributed.zero_stage(engine) == 3:
-        state = engine._zero3_consolidated_16bit_state_dict()  # collective: every rank calls it
-    if dist.is_main:
-        model.config.use_cache = True
-        model.save_pretrained(str(path), state_dict=state)
-        tokenizer.save_pretrained(str(path))
-        shutil.rmtree(path.parent / "checkpoints", ignore_errors=True)
-    distributed.barrier()

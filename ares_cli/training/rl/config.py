@@ -112,7 +112,7 @@ class RewardConfig:
 class FilterConfig:
     """Dynamic sampling (DAPO) / online filtering (ARES appendix A)."""
 
-    mode: Literal["off", "filter"] | bool = option(
+    mode: Literal["off", "filter"] = option(
         "off", "filter: drop groups with equal rewards or mean out of band."
     )
     low: float = option(0.01, "Keep groups whose mean accuracy is >= low (ARES: 0.01).")
@@ -223,8 +223,6 @@ def resolve_rl_config(
 def validate(cfg: RLConfig) -> None:
     """Cross-field checks that a single field's type cannot express."""
     r, o = cfg.rollout, cfg.optim
-    if isinstance(cfg.filter.mode, bool):  # YAML reads a bare `off` as false
-        cfg.filter.mode = "filter" if cfg.filter.mode else "off"
     if r.group_size < 2:
         raise UsageError("rollout.group_size must be >= 2 (group-relative advantages)")
     if r.prompts_per_step % o.mini_batch_size:

@@ -24,7 +24,6 @@ def save(root: Path, step: int, *, model, engine, optimizer, dist, algo, meta: d
     """A collective checkpoint after ``step`` (every rank calls it)."""
     from ares_cli.errors import UsageError
     from ares_cli.training import checkpoint, distributed
-    from ares_cli.training.sft import _optimizer_state
 
     if distributed.zero_stage(engine) == 3:
         raise UsageError(
@@ -33,8 +32,9 @@ def save(root: Path, step: int, *, model, engine, optimizer, dist, algo, meta: d
     meta = {**meta, "step": step, "world_size": dist.world_size,
             "controllers": {name: c.state_dict() for name, c in algo.controllers().items()}}  # fmt: skip
     state = model.state_dict() if dist.is_main else None
-    return checkpoint.save(root, step, model_state=state, optimizer_state=_optimizer_state(engine, optimizer),
-                           meta=meta, rank=dist.rank, barrier=distributed.barrier)  # fmt: skip
+    opt_state = checkpoint.optimizer_state(engine, optimizer)
+    return checkpoint.save(root, step, model_state=state, optimizer_state=opt_state, meta=meta,
+                           rank=dist.rank, barrier=distributed.barrier)  # fmt: skip
 
 
 def load(root: Path, dist):

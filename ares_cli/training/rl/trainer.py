@@ -66,12 +66,13 @@ def train_rl(
     from ares_cli.algorithms.advantages import compute_advantages
     from ares_cli.grading import GradingPool
     from ares_cli.training import distributed
+    from ares_cli.training.checkpoint import load_optimizer, save_final
     from ares_cli.training.rl import state
     from ares_cli.training.rl.algos import build_algorithm
     from ares_cli.training.rl.batch import collate, rollout_pass
     from ares_cli.training.rl.rollout import PromptSampler, all_gather_groups, collect_groups, generate_groups
     from ares_cli.training.rl.update import ppo_update
-    from ares_cli.training.sft import _load_optimizer, load_model, param_groups
+    from ares_cli.training.sft import load_model, param_groups
 
     dist = distributed.init_from_env()
     log = log if dist.is_main else (lambda _msg: None)
@@ -118,7 +119,7 @@ def train_rl(
     )
     engine = _deepspeed_engine(cfg, model, optimizer, dist)
     if resumed is not None:
-        _load_optimizer(engine, optimizer, opt_state)
+        load_optimizer(engine, optimizer, opt_state)
     backend = _backend(cfg, model, tokenizer, model_path)
     gather = _gathered(model, engine)
     if resumed is not None:
@@ -237,7 +238,7 @@ def train_rl(
 
     # -- final model
     rows.close()
-    _save_final(out_dir / "model", model, engine, tokenizer, dist)
+    save_final(out_dir / "model", model, engine, tokenizer, dist)
     first, final = val_acc.get(0), val_acc.get(cfg.steps)
     stats = {"steps": cfg.steps, "algo": cfg.algo, "tokens": counters["tokens"], "world_size": dist.world_size,
              "val_accuracy_initial": first, "val_accuracy_final": final,
@@ -384,9 +385,3 @@ def _sync(backend, model, gather) -> None:
         return  # the hf backend samples from the live policy
     with gather:
         backend.sync_weights(model)
-
-
-def _save_final(path: Path, model, engine, tokenizer, dist) -> None:
-    from ares_cli.training.sft import _save_final as save_final
-
-    save_final(path, model, engine, tokenizer, dist)
