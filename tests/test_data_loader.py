@@ -201,3 +201,25 @@ def test_single_row_missing_column_and_empty_file(tmp_path):
     path.write_text("\n", encoding="utf-8")
     with pytest.raises(InputError, match="no rows"):
         load_problems(str(path))
+
+
+def test_dotted_field_map_reads_nested_columns(tmp_path):
+    """DAPO-Math-17K style rows: the problem inside a chat list, the answer inside a dict."""
+    import json
+
+    from ares_cli.data.loader import load_problems
+
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": f"What is {i}+1?"}],
+            "reward_model": {"ground_truth": str(i + 1)},
+        }
+        for i in range(3)
+    ]
+    path = tmp_path / "dapo.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    loaded = load_problems(
+        str(path), field_map="problem=prompt.0.content,answer=reward_model.ground_truth,id=index"
+    )
+    assert [r["problem"] for r in loaded.records] == ["What is 0+1?", "What is 1+1?", "What is 2+1?"]
+    assert [r["answer"] for r in loaded.records] == ["1", "2", "3"]

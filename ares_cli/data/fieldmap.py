@@ -100,13 +100,13 @@ class FieldMap:
         when neither is present.
         """
         errors: dict[str, str] = {}
-        rid = f"{name}-{index}" if self.id_from == INDEX else row.get(self.id_from)
+        rid = f"{name}-{index}" if self.id_from == INDEX else lookup(row, self.id_from)
         record: dict[str, Any] = {
             "id": rid,
             "source": label or row.get(self.source) or default_label,
-            "problem": row.get(self.problem),
+            "problem": lookup(row, self.problem),
         }
-        answer = row.get(self.answer)
+        answer = lookup(row, self.answer)
         if answer is not None and (self.answer_after or self.answer_regex):
             answer, problem = self._extract(str(answer))
             if problem:
@@ -116,9 +116,9 @@ class FieldMap:
         if images is not None:
             record["images"] = list(images) if isinstance(images, tuple) else images
         meta = dict(row["meta"]) if isinstance(row.get("meta"), dict) else {}
-        meta.update({key: row.get(col) for key, col in self.meta.items()})
+        meta.update({key: lookup(row, col) for key, col in self.meta.items()})
         if self.difficulty:
-            meta["difficulty"] = row.get(self.difficulty)
+            meta["difficulty"] = lookup(row, self.difficulty)
         if meta:
             record["meta"] = meta
         return record, errors
@@ -135,6 +135,22 @@ class FieldMap:
                 return None, f"answer_regex {self.answer_regex!r} does not match {_clip(text)!r}"
             text = (match.group(1) if match.re.groups else match.group(0)).strip()
         return text, None
+
+
+def lookup(row: dict, column: str) -> Any:
+    """``row[column]``, or a dotted path into nested columns (``reward_model.ground_truth``,
+    ``prompt.0.content`` with list indices) when no column has that exact name."""
+    if column in row or "." not in column:
+        return row.get(column)
+    value: Any = row
+    for part in column.split("."):
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, (list, tuple)) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
 
 
 def _parse_string(spec: str) -> dict[str, str]:

@@ -190,7 +190,7 @@ def _finish(
     errors = list(table.errors)
     columns = set().union(*(r.keys() for r in table.rows)) if table.rows else set()
     wanted = fmap.required_columns()
-    missing = [c for c in wanted if c not in columns]
+    missing = [c for c in wanted if c.split(".")[0] not in columns]
     if missing and len(table.rows) > 1:  # one error per absent column, not one per row
         origin = table.locations[0][0] if table.locations else name
         listing = ", ".join(sorted(map(str, columns)))
