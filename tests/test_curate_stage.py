@@ -36,6 +36,7 @@ def test_curate_files_grades_tokenises_and_targets_lengths(tmp_path, tiny_model_
     result = json.loads(run_ares(*args, root=tmp_path / "art").stdout)
     stats = result["stats"]
     # lengths: long = 40 + len(" \boxed{d}") = 50 tokens, short = 14 (one token per character)
+    # lengths: long = 40 + len(" \\boxed{d}") = 50 tokens, short = 14 (one token per character)
     # L(0) = median over p0's candidates (50, 14) = 32; L(1) = median over p2, p3 (14, 50, 14) = 14
     assert stats["sources"]["s"]["L0"] == pytest.approx(32.0)
     assert stats["sources"]["s"]["L1"] == pytest.approx(14.0)
@@ -44,9 +45,10 @@ def test_curate_files_grades_tokenises_and_targets_lengths(tmp_path, tiny_model_
     chosen = {r["bracket"]: r for r in rows}
     assert set(chosen) == {"0/2", "1/2", "2/2"}
     assert chosen["0/2"]["response"].startswith(
-        "x"
-    )  # target 33: the long one (51) beats 15? |51-33|=18 > |15-33|=18
-    assert chosen["1/2"]["target_len"] == pytest.approx(24.0)
-    assert chosen["2/2"]["n_tokens"] == 15
+        "y"
+    )  # target 32: |50-32| = |14-32|, the tie goes to the shorter
+    assert chosen["1/2"]["target_len"] == pytest.approx(23.0)  # (1 - 1/2) * 32 + 1/2 * 14
+    assert chosen["1/2"]["response"].startswith("y")  # 14 is nearer 23 than 50; the wrong "z" is never chosen
+    assert chosen["2/2"]["n_tokens"] == 14
     again = run_ares(*args, root=tmp_path / "art")
     assert json.loads(again.stdout)["up_to_date"] is True
