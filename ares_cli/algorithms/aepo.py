@@ -53,6 +53,9 @@ class AEPOConfig:
     trigger_words: tuple[str, ...] = option((), "The trigger vocabulary when use_trigger_vocab is on.")
     easy_pass_frac: float = option(0.75, "Easy iff n_correct >= ceil(0.75 n) (6 of 8, eq. 10).")
     hard_pass_frac: float = option(0.25, "Hard iff n_correct <= floor(0.25 n) (2 of 8, eq. 10).")
+    reward_shaping: bool = option(
+        True, "Hierarchical entropy reward (sec. 3.2.2); false = plain accuracy reward (table 5 ablation)."
+    )
     reward_variant: str = option(
         "paper", '"paper": penalise incorrect only (sec. 3.2.2); "appendix_i": fig. 9 shaping.'
     )
@@ -74,6 +77,9 @@ class AEPOConfig:
     token_bonus_phi: str = option("identity", 'phi of psi: "identity" or "tanh".')
     token_bonus_baseline: str = option(
         "mean", 'b_i of psi: "mean" (per-response mean of the bonus) or "none".'
+    )
+    dynamic_kl: bool = option(
+        True, "Token-adaptive KL with the kappa_d controller (eq. 1, 27); false = uniform kl_init (table 5)."
     )
     kl_rho: float = option(0.5, "rho < 1 of eq. 1 inside HWE windows (paper gives no value).")
     kl_beta: tuple[float, float, float] = option((1.0, 1.0, 1.0), "beta_d of eq. 1 (easy, medium, hard).")
@@ -112,6 +118,8 @@ class AEPOConfig:
             raise UsageError("need 0 < kl_min <= kl_init <= kl_max")
         if self.target_source == "fixed" and self.target_fixed is None:
             raise UsageError("target_source='fixed' needs target_fixed (easy, medium, hard)")
+        if self.token_bonus and not self.reward_shaping:
+            raise UsageError("token_bonus needs reward_shaping (psi is scaled by the shaping's lambda_d)")
         if self.use_trigger_vocab and not self.trigger_words:
             raise UsageError("use_trigger_vocab needs a non-empty trigger_words list")
 

@@ -40,6 +40,24 @@ def token_kl_coef(
     return k[:, None] * token_kl_weights(hwe, mask, buckets, beta, rho)
 
 
+def aepo_kl_coef(
+    hwe: torch.Tensor,
+    mask: torch.Tensor,
+    buckets: torch.Tensor,
+    kappa: torch.Tensor | list[float],
+    cfg: AEPOConfig,
+) -> torch.Tensor:
+    """The per-token KL-loss weight AEPO hands the trainer, [N, T], zero at padding.
+
+    ``cfg.dynamic_kl`` (default): κ_d β_d ρ^{m_{i,t}} (:func:`token_kl_coef`). Off (ARES table 5 without
+    the dynamic KL): the constant κ_0 = ``kl_init`` on every response token — a plain, uniform KL loss
+    with AEPO's initial strength, no bucket β_d, no window relaxation ρ and no controller.
+    """
+    if not cfg.dynamic_kl:
+        return cfg.kl_init * mask.to(torch.float32)
+    return token_kl_coef(hwe, mask, buckets, kappa, cfg.kl_beta, cfg.kl_rho)
+
+
 def nonwindow_kl_stats(
     kld: torch.Tensor, hwe: torch.Tensor, mask: torch.Tensor, buckets: torch.Tensor, signal: str = "sequence"
 ) -> tuple[torch.Tensor, torch.Tensor]:

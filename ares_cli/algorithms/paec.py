@@ -40,6 +40,9 @@ class PAECConfig:
     beta: float = option(0.3, "Weight β of the competition score s2 in eq. 9.")
     quantile: float = option(0.8, "Per-response quantile ρ of the score threshold τ (eq. 10).")
     sharpness: float = option(12.0, "κ of the soft mask σ(κ(s − τ)) (eq. 10).")
+    soft_mask: bool = option(
+        True, "Position-aware soft mask (eq. 10); false = m ≡ 1 on every response token (table 2)."
+    )
     alpha: float = option(8e-4, "α: weight of the masked entropy bonus (eq. 15).")
     lambda_ent: float = option(0.004, "λ_ent: weight of the lower-bound penalty (eq. 15).")
     anchor_steps: int = option(4, "K: steps averaged into the anchor H0 (eq. 12).")
@@ -141,6 +144,15 @@ def soft_mask(
     tau, _ = masked_row_quantile(s, mask, quantile)
     m = torch.sigmoid(sharpness * (s - tau[:, None]))
     return torch.where(mask.bool(), m, torch.zeros_like(m))
+
+
+def position_mask(score: torch.Tensor, mask: torch.Tensor, cfg: PAECConfig) -> torch.Tensor:
+    """The weights m of eq. 11: the soft mask (eq. 10) or, with ``cfg.soft_mask`` off, m ≡ 1 on response
+    tokens and 0 at padding (table 2 "w/o Soft Mask": H̄ is then the plain mean nucleus entropy). Detached.
+    """
+    if not cfg.soft_mask:
+        return mask.bool().to(score.dtype)
+    return soft_mask(score, mask, cfg.quantile, cfg.sharpness)
 
 
 def masked_entropy_sums(

@@ -4,13 +4,16 @@ AEPO per step (ARES sec. 3.2, algorithm 1): from the no-grad pass's full-vocabul
 entropy -> batch threshold tau (global) -> HWE mask and N_HE -> online bucket of each prompt from its
 group's pass count -> hierarchical reward (after bucketing; :func:`aepo_rewards`) and optionally the
 token bonus psi -> KL-loss weights kappa_d * beta_d * rho^m -> after the step, each bucket's kappa_d is
-driven by the KL of its *non-window* tokens (old policy vs reference, global over ranks).
+driven by the KL of its *non-window* tokens (old policy vs reference, global over ranks). Ablations
+(ARES table 5): ``aepo.reward_shaping=false`` keeps the accuracy reward; ``aepo.dynamic_kl=false`` uses
+the uniform weight ``kl_init`` on every token and never moves kappa_d.
 
 PAEC per step (PAEC sec. 3, algorithm 1): from the same no-grad pass's nucleus statistics, scores s
 (detached) -> per-response soft mask m -> anchor H0 updated with this step's masked entropy during the
 first K steps -> per optimiser step the extra loss -alpha*H_bar + lambda*[rho_min*H0 - H_bar]_+^2 whose
 *value* uses the mini-batch's global sums from the no-grad pass and whose gradient flows through the
 loss forward's H' (the micro-batch share of the global sum, so micro-batch and rank splits add up).
+``paec.soft_mask=false`` (PAEC table 2) sets m = 1 on every response token.
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ class AEPO(Algorithm):
 
         a, det, buckets = self.cfg.aepo, self._det, batch.seq["bucket"]
         base = batch.seq["base_reward"]
+        if not a.reward_shaping:  # ablation: plain accuracy reward, the target tracker never moves
+            self._shaping = None
+            return base, None, {"aepo/shaping_abs_mean": 0.0}
         out = aepo_rewards(base, batch.seq["correct"].bool(), det.n_he, buckets, self.tracker, a)
         bonus = None
         if a.token_bonus:
@@ -76,27 +82,27 @@ class AEPO(Algorithm):
         return out.reward, bonus, {"aepo/shaping_abs_mean": float(shift.mean()) if len(shift) else 0.0}
 
     def kl_weights(self, batch):
-        from ares_cli.algorithms.aepo_kl import token_kl_coef
+        from ares_cli.algorithms.aepo_kl import aepo_kl_coef
 
-        a = self.cfg.aepo
-        return token_kl_coef(batch.tok["hwe"], batch.response_mask, batch.seq["bucket"], self.kl_ctrl.kappa,
-                             a.kl_beta, a.kl_rho)  # fmt: skip
+        return aepo_kl_coef(batch.tok["hwe"], batch.response_mask, batch.seq["bucket"], self.kl_ctrl.kappa,
+                            self.cfg.aepo)  # fmt: skip
 
     def after_step(self, batch):
         from ares_cli.algorithms.aepo_kl import aepo_step_metrics, nonwindow_kl_stats
         from ares_cli.algorithms.kl import kl_estimate
 
-        kl_ctrl = None
-        if "ref_logprob" in batch.tok:
+        kl_ctrl, dynamic = None, self.cfg.aepo.dynamic_kl
+        if dynamic and "ref_logprob" in batch.tok:
             kld = kl_estimate(batch.tok["old_logprob"], batch.tok["ref_logprob"], kind=self.cfg.kl.estimator)
             local = nonwindow_kl_stats(kld, batch.tok["hwe"], batch.response_mask, batch.seq["bucket"],
                                        self.cfg.aepo.kl_ctrl_signal)  # fmt: skip
             self.kl_ctrl.update(*local)  # the controller all-reduces the local sums itself
             kl_ctrl = tuple(self.reduce(t.clone()) for t in local)
-        s = self._shaping
+        s = self._shaping  # None without reward shaping: no target / lambda metrics
+        moments, target, lam = (s.moments, s.target, s.lam) if s is not None else (None, None, None)
         return aepo_step_metrics(threshold=self._det.threshold, hwe=batch.tok["hwe"], mask=batch.response_mask,
-                                 buckets=batch.seq["bucket"], moments=s.moments, target=s.target, lam=s.lam,
-                                 kappa=self.kl_ctrl.kappa, kl_ctrl=kl_ctrl,
+                                 buckets=batch.seq["bucket"], moments=moments, target=target, lam=lam,
+                                 kappa=self.kl_ctrl.kappa if dynamic else None, kl_ctrl=kl_ctrl,
                                  batch_threshold_value=self._det.batch_threshold)  # fmt: skip
 
 
@@ -124,12 +130,12 @@ class PAEC(Algorithm):
         return {"paec_anchor": self.anchor}
 
     def prepare(self, batch):
-        from ares_cli.algorithms.paec import masked_entropy_sums, scores_from_stats, soft_mask
+        from ares_cli.algorithms.paec import masked_entropy_sums, position_mask, scores_from_stats
 
         p, mask = self.cfg.paec, batch.response_mask
         scores = scores_from_stats(batch.tok["old_nucleus_entropy"], batch.tok["old_nucleus_size"],
                                    batch.tok["old_top2_gap"], p.beta, p.score_eps)  # fmt: skip
-        m = soft_mask(scores.score, mask, p.quantile, p.sharpness)
+        m = position_mask(scores.score, mask, p)
         batch.tok["paec_mask"] = m
         num, den = masked_entropy_sums(batch.tok["old_nucleus_entropy"], m, mask)
         h0 = self.anchor.update(num, den)
