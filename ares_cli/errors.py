@@ -38,7 +38,12 @@ class InputError(AresError):
     exit_code = EXIT_INPUT
 
     def __init__(
-        self, message: str, *, file: str | Path | None = None, row: int | None = None, field: str | None = None
+        self,
+        message: str,
+        *,
+        file: str | Path | None = None,
+        row: int | None = None,
+        field: str | None = None,
     ):
         self.file, self.row, self.field = (str(file) if file is not None else None), row, field
         where = []
