@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from ares_cli.console import emit, options
-from ares_cli.errors import AresError, StageFailure, UsageError
+from ares_cli.errors import StageFailure, UsageError
 
 PANEL_IO, PANEL_RL = "Inputs", "RL"
 
@@ -106,29 +106,16 @@ def command(
         inputs.append(store.input_ref("deepspeed", cfg.optim.deepspeed))
 
     dist = distributed.init_from_env()
-    run, info = None, None
-    if dist.is_main:
-        try:
-            run = store.open_stage(
-                "rl",
-                code_version=trainer.CODE_VERSION,
-                config=rlconfig.key_config(cfg),
-                inputs=inputs,
-                seeds={"seed": cfg.seed},
-                force=force,
-            )
-            info = {
-                "up_to_date": run.up_to_date,
-                "work_dir": str(run.work_dir),
-                "final": str(run.final_dir),
-                "resumed": run.resumed,
-            }
-        except AresError as err:
-            distributed.broadcast_json({"error": str(err)})
-            raise
-    info = distributed.broadcast_json(info)
-    if "error" in info:
-        raise StageFailure(f"rank 0 could not open the artifact: {info['error']}")
+    run, info = distributed.open_stage_on_main(
+        store,
+        dist,
+        "rl",
+        code_version=trainer.CODE_VERSION,
+        config=rlconfig.key_config(cfg),
+        inputs=inputs,
+        seeds={"seed": cfg.seed},
+        force=force,
+    )
     result = {
         "path": info["final"],
         "artifact_id": Path(info["final"]).name,

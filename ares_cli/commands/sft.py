@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from ares_cli.console import emit, options
-from ares_cli.errors import AresError, InputError, StageFailure
+from ares_cli.errors import InputError, StageFailure
 
 PANEL_IO, PANEL_TRAIN = "Inputs", "Training"
 
@@ -121,29 +121,16 @@ def command(
     inputs = [model_ref, data_ref] + ([store.input_ref("deepspeed", cfg.deepspeed)] if cfg.deepspeed else [])
 
     dist = distributed.init_from_env()
-    run, info = None, None
-    if dist.is_main:
-        try:
-            run = store.open_stage(
-                "sft",
-                code_version=sft.CODE_VERSION,
-                config=to_dict(cfg),
-                inputs=inputs,
-                seeds={"seed": cfg.seed},
-                force=force,
-            )
-            info = {
-                "up_to_date": run.up_to_date,
-                "work_dir": str(run.work_dir),
-                "final": str(run.final_dir),
-                "resumed": run.resumed,
-            }
-        except AresError as err:
-            distributed.broadcast_json({"error": str(err)})
-            raise
-    info = distributed.broadcast_json(info)
-    if "error" in info:
-        raise StageFailure(f"rank 0 could not open the artifact: {info['error']}")
+    run, info = distributed.open_stage_on_main(
+        store,
+        dist,
+        "sft",
+        code_version=sft.CODE_VERSION,
+        config=to_dict(cfg),
+        inputs=inputs,
+        seeds={"seed": cfg.seed},
+        force=force,
+    )
     result = {
         "path": info["final"],
         "artifact_id": Path(info["final"]).name,

@@ -171,3 +171,26 @@ def _cuda() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def open_stage_on_main(store, dist_state, stage: str, **kwargs) -> tuple[Any, dict[str, Any]]:
+    """Rank 0 opens (or finds up to date) the stage's artifact; every rank gets its directories.
+
+    Returns (StageRun on rank 0 else None, {"up_to_date", "work_dir", "final", "resumed"}); a failure on
+    rank 0 is raised there and reported as a StageFailure on the other ranks.
+    """
+    from ares_cli.errors import AresError, StageFailure
+
+    run, info = None, None
+    if dist_state.is_main:
+        try:
+            run = store.open_stage(stage, **kwargs)
+            info = {"up_to_date": run.up_to_date, "work_dir": str(run.work_dir), "final": str(run.final_dir),
+                    "resumed": run.resumed}  # fmt: skip
+        except AresError as err:
+            broadcast_json({"error": str(err)})
+            raise
+    info = broadcast_json(info)
+    if "error" in info:
+        raise StageFailure(f"rank 0 could not open the artifact: {info['error']}")
+    return run, info
