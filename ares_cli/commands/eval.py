@@ -99,13 +99,11 @@ def command(
 def _print_tables(opts, results) -> None:
     from rich.table import Table
 
+    from ares_cli.stages.evaluate import headline_columns
+
     for name, result in results.items():
         k = int(result["overall"]["k"])
-        cols = [
-            c
-            for c in (f"avg@{k}", f"maj@{k}", "pass@1", f"pass@{k}", "len_mean", "truncation_rate")
-            if c in result["overall"]
-        ]
+        cols = headline_columns(result["overall"])
         table = Table(title=f"{name} (K={k})")
         table.add_column("group")
         for c in cols:

@@ -72,12 +72,18 @@ def score_benchmark(
     return result
 
 
+def headline_columns(overall: dict[str, float]) -> list[str]:
+    """The metrics shown in tables: avg@K, maj@K, pass@1, pass@K, mean length, truncation rate."""
+    k = int(overall["k"])
+    names = dict.fromkeys([f"avg@{k}", f"maj@{k}", "pass@1", f"pass@{k}", "len_mean", "truncation_rate"])
+    return [c for c in names if c in overall]
+
+
 def markdown_table(name: str, result: dict[str, Any]) -> str:
     """A markdown table: one row overall, then per difficulty, with the headline metrics."""
     overall = result["overall"]
     k = int(overall["k"])
-    columns = [f"avg@{k}", f"maj@{k}", "pass@1", f"pass@{k}", "len_mean", "truncation_rate"]
-    columns = [c for c in columns if c in overall]
+    columns = headline_columns(overall)
     lines = [
         f"### {name} (K={k}, {int(overall['n_problems'])} problems)",
         "",

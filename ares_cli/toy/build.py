@@ -11,7 +11,10 @@ from pathlib import Path
 
 from ares_cli.errors import StageFailure
 from ares_cli.toy.model import ModelShape
-from ares_cli.toy.tasks import MAX_DIFFICULTY, format_problem, generate_all_splits, random_steps
+from ares_cli.toy.tasks import format_problem, generate_all_splits, random_steps
+
+# The base is trained on traces of up to 8 steps; levels 9 and 10 of the task are left for RL to learn.
+BASE_MAX_DIFFICULTY = 8
 from ares_cli.toy.teacher import TeacherConfig, write_trace
 
 TOY_WORLD_VERSION = 1
@@ -23,13 +26,13 @@ class BuildConfig:
     """Everything that determines the base checkpoint (hashed by the CLI's content key)."""
 
     seed: int = 0
-    steps: int = 600
-    batch_size: int = 32
+    steps: int = 2400
+    batch_size: int = 16
     learning_rate: float = 3e-3
     warmup_steps: int = 30
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.0
-    max_difficulty: int = MAX_DIFFICULTY
+    max_difficulty: int = BASE_MAX_DIFFICULTY
     verify_probs: tuple[float, ...] = (0.0, 0.0, 0.3, 0.7, 1.0)
     slip_base: float = 0.03
     slip_per_step: float = 0.02

@@ -15,6 +15,8 @@ from ares_cli.errors import InputError
 
 MAX_DIFFICULTY = 10
 MAX_VALUE = 999
+MAX_ADDEND = 19
+MAX_FACTOR = 3
 SPLIT_SIZES = {"train": 2000, "val": 200, "test": 400}
 SPLIT_SEEDS = {"train": 1001, "val": 2002, "test": 3003}
 DATA_DIR = Path(__file__).parent / "data"
@@ -45,10 +47,10 @@ def _random_op(rng: random.Random, value: int) -> tuple[str, int]:
         choices.append("*")
     op = rng.choice(choices)
     if op == "+":
-        return op, rng.randint(2, min(99, MAX_VALUE - value))
+        return op, rng.randint(2, min(MAX_ADDEND, MAX_VALUE - value))
     if op == "-":
-        return op, rng.randint(2, min(99, value))
-    return op, rng.randint(2, min(9, MAX_VALUE // value))
+        return op, rng.randint(2, min(MAX_ADDEND, value))
+    return op, rng.randint(2, min(MAX_FACTOR, MAX_VALUE // value))
 
 
 def random_steps(rng: random.Random, difficulty: int) -> tuple[int, list[tuple[str, int]]]:

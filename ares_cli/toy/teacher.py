@@ -34,11 +34,11 @@ class TeacherConfig:
 
 
 def _slipped(rng: random.Random, correct: int) -> int:
-    """A plausible wrong result near ``correct`` (never negative, never equal)."""
-    while True:
-        delta = rng.choice([1, 2, 3, 5, 9, 10, 11, 20]) * rng.choice([-1, 1])
-        if correct + delta >= 0:
-            return correct + delta
+    """A plausible wrong result near ``correct`` (never equal; negative only if ``correct`` is)."""
+    delta = rng.choice([1, 2, 3, 5, 9, 10, 11, 20])
+    if correct - delta >= min(0, correct) and rng.random() < 0.5:
+        return correct - delta
+    return correct + delta
 
 
 def recheck(value: int, op: str, operand: int, written: int) -> tuple[str, bool]:
