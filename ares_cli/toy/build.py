@@ -12,12 +12,11 @@ from pathlib import Path
 from ares_cli.errors import StageFailure
 from ares_cli.toy.model import ModelShape
 from ares_cli.toy.tasks import format_problem, generate_all_splits, random_steps
-
-# The base is trained on traces of up to 8 steps; levels 9 and 10 of the task are left for RL to learn.
-BASE_MAX_DIFFICULTY = 8
 from ares_cli.toy.teacher import TeacherConfig, write_trace
 
 TOY_WORLD_VERSION = 1
+# The base is trained on traces of up to 8 steps; levels 9 and 10 of the task are left for RL to learn.
+BASE_MAX_DIFFICULTY = 8
 BASE_DIR = Path(__file__).parent / "base"
 
 
