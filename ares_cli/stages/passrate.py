@@ -147,12 +147,17 @@ def run_passrate(
     if run.resumed:
         log(f"passrate: resuming {run.artifact_id} with {len(rows)} samples already graded")
     stats = _sample(problems, rows, cfg, model_path, log)
+    return run, _finish(run, problems, rows, cfg, {"timing": stats, "shard": cfg.shard})
+
+
+def _finish(run, problems: list[dict], rows, cfg: PassrateConfig, extra: dict[str, Any]) -> dict[str, Any]:
+    """Write ``passrates.jsonl`` from the graded samples, then finalize with the summary statistics."""
     samples = list(rows.rows.values())
     records = passrate_records(problems, samples, cfg)
     write_jsonl(run.work_dir / "passrates.jsonl", records)
-    summary = summary_stats(records, samples) | {"timing": stats, "shard": cfg.shard}
+    summary = summary_stats(records, samples) | extra
     run.finalize(summary)
-    return run, summary
+    return summary
 
 
 def _sample(problems, rows, cfg: SamplingConfig, model_path, log) -> dict[str, float]:
@@ -208,9 +213,4 @@ def merge_shards(store: ArtifactStore, refs: list[str], *, force: bool = False):
         rows.write([r for r in read_jsonl(directory / "samples.jsonl") if rows.key(r) not in rows])
     problems.sort(key=lambda p: p["id"])
     write_jsonl(run.work_dir / "problems.jsonl", problems)
-    samples = list(rows.rows.values())
-    records = passrate_records(problems, samples, cfg)
-    write_jsonl(run.work_dir / "passrates.jsonl", records)
-    summary = summary_stats(records, samples) | {"merged_from": [m["artifact_id"] for m in manifests]}
-    run.finalize(summary)
-    return run, summary
+    return run, _finish(run, problems, rows, cfg, {"merged_from": [m["artifact_id"] for m in manifests]})
