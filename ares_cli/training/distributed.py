@@ -8,6 +8,7 @@ optimiser step, so summing rank gradients gives the single-process gradient what
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 from dataclasses import dataclass
@@ -50,6 +51,10 @@ def init_from_env(*, cpu: bool | None = None) -> DistInfo:
                     f"WORLD_SIZE={world} but {var} is not set; launch with torchrun or deepspeed"
                 )
         dist.init_process_group(backend="nccl" if use_cuda else "gloo", rank=rank, world_size=world)
+        # A process group still alive at interpreter exit aborts the process from the backend's
+        # destructor ("terminate called without an active exception"), turning a finished rank into a
+        # SIGABRT; tear it down on every exit path, including errors and early stops.
+        atexit.register(shutdown)
     return DistInfo(rank=rank, world_size=world, local_rank=local_rank, device=device)
 
 
