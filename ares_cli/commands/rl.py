@@ -13,8 +13,9 @@ from typing import Annotated
 
 import typer
 
-from ares_cli.console import emit, options
-from ares_cli.errors import StageFailure, UsageError
+from ares_cli.commands.training_stage import run_training_stage
+from ares_cli.console import options
+from ares_cli.errors import UsageError
 
 PANEL_IO, PANEL_RL = "Inputs", "RL"
 
@@ -86,7 +87,6 @@ def command(
     from ares_cli.artifacts import ArtifactStore
     from ares_cli.data.loader import load_problems
     from ares_cli.stages.inputs import dataset_ref, resolve_model
-    from ares_cli.training import distributed
     from ares_cli.training.rl import config as rlconfig
     from ares_cli.training.rl import trainer
 
@@ -105,53 +105,22 @@ def command(
     if cfg.optim.deepspeed:
         inputs.append(store.input_ref("deepspeed", cfg.optim.deepspeed))
 
-    dist = distributed.init_from_env()
-    run, info = distributed.open_stage_on_main(
+    run_training_stage(
+        opts,
         store,
-        dist,
         "rl",
         code_version=trainer.CODE_VERSION,
         config=rlconfig.key_config(cfg),
         inputs=inputs,
-        seeds={"seed": cfg.seed},
+        seed=cfg.seed,
         force=force,
+        require_checkpoint=resume,
+        train=lambda work_dir: trainer.train_rl(
+            cfg,
+            model_path=model_path,
+            problems=train.records,
+            val_problems=val.records if val is not None else None,
+            out_dir=work_dir,
+            log=opts.log,
+        ),
     )
-    result = {
-        "path": info["final"],
-        "artifact_id": Path(info["final"]).name,
-        "up_to_date": info["up_to_date"],
-    }
-    if info["up_to_date"]:
-        if dist.is_main:
-            opts.log(f"rl: up to date ({result['artifact_id']})")
-            emit(opts, result)
-        return
-    if resume and not (Path(info["work_dir"]) / "checkpoints").is_dir():
-        if run is not None:
-            run.release()
-        raise UsageError(f"--resume: {info['work_dir']} holds no checkpoint to resume from")
-
-    outcome = trainer.train_rl(
-        cfg,
-        model_path=model_path,
-        problems=train.records,
-        val_problems=val.records if val is not None else None,
-        out_dir=Path(info["work_dir"]),
-        log=opts.log,
-    )
-    if not outcome.complete:
-        if run is not None:
-            run.release()
-        raise StageFailure(
-            f"rl stopped after step {outcome.stats.get('steps')} (max_steps_this_run); "
-            "rerun the same command to resume"
-        )
-    if dist.is_main:
-        final = run.finalize(outcome.stats)
-        acc = outcome.stats.get("val_accuracy_final")
-        opts.log(
-            f"rl: done {result['artifact_id']}" + (f" | val accuracy {acc:.4f}" if acc is not None else "")
-        )
-        emit(opts, {**result, "path": str(final), "stats": outcome.stats})
-    distributed.barrier()
-    distributed.shutdown()

@@ -12,8 +12,9 @@ from typing import Annotated
 
 import typer
 
-from ares_cli.console import emit, options
-from ares_cli.errors import InputError, StageFailure
+from ares_cli.commands.training_stage import run_training_stage
+from ares_cli.console import options
+from ares_cli.errors import InputError
 
 PANEL_IO, PANEL_TRAIN = "Inputs", "Training"
 
@@ -99,7 +100,7 @@ def command(
     from ares_cli.artifacts import ArtifactStore
     from ares_cli.config import resolve, to_dict
     from ares_cli.stages.inputs import resolve_model
-    from ares_cli.training import distributed, sft
+    from ares_cli.training import sft
 
     opts = options(ctx)
     cfg = resolve(
@@ -120,41 +121,16 @@ def command(
     data_path, data_ref = resolve_data(store, data)
     inputs = [model_ref, data_ref] + ([store.input_ref("deepspeed", cfg.deepspeed)] if cfg.deepspeed else [])
 
-    dist = distributed.init_from_env()
-    run, info = distributed.open_stage_on_main(
+    run_training_stage(
+        opts,
         store,
-        dist,
         "sft",
         code_version=sft.CODE_VERSION,
         config=to_dict(cfg),
         inputs=inputs,
-        seeds={"seed": cfg.seed},
+        seed=cfg.seed,
         force=force,
+        train=lambda work_dir: sft.train_sft(
+            cfg, model_path=model_dir, data_path=data_path, out_dir=work_dir, log=opts.log
+        ),
     )
-    result = {
-        "path": info["final"],
-        "artifact_id": Path(info["final"]).name,
-        "up_to_date": info["up_to_date"],
-    }
-    if info["up_to_date"]:
-        if dist.is_main:
-            opts.log(f"sft: up to date ({result['artifact_id']})")
-            emit(opts, result)
-        return
-    if info["resumed"]:
-        opts.log(f"sft: resuming partial artifact {info['work_dir']}")
-
-    try:
-        outcome = sft.train_sft(
-            cfg, model_path=model_dir, data_path=data_path, out_dir=Path(info["work_dir"]), log=opts.log
-        )
-        if not outcome.complete:
-            raise StageFailure(f"sft stopped after step {outcome.stats.get('steps')}; rerun to resume")
-        if dist.is_main:
-            final = run.finalize(outcome.stats)
-            emit(opts, {**result, "path": str(final), "stats": outcome.stats})
-    finally:
-        if run is not None:
-            run.release()  # a failed or killed run leaves its partial dir (the resume point) unlocked
-    distributed.barrier()
-    distributed.shutdown()
