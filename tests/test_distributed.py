@@ -109,12 +109,13 @@ def _assert_same_training(one: dict, two: dict) -> None:
 
 
 @pytest.mark.timeout(900)
-def test_two_process_deepspeed_zero2_matches_one_process(tiny, tmp_path):
+@pytest.mark.parametrize("stage", [2, 3])
+def test_two_process_deepspeed_matches_one_process(tiny, tmp_path, stage):
     pytest.importorskip("deepspeed")
     model, data = tiny
     one = _single(tmp_path / "one", model, data)
-    two = _torchrun(tmp_path / "two", model, data, ["--deepspeed", str(ZERO2)])
-    assert two["stats"]["deepspeed_zero_stage"] == 2
+    two = _torchrun(tmp_path / "two", model, data, ["--deepspeed", str(ZERO2.with_name(f"zero{stage}.json"))])
+    assert two["stats"]["deepspeed_zero_stage"] == stage
     _assert_same_training(one, two)
 
 
@@ -151,7 +152,8 @@ train_sft(SFTConfig(**cfg), model_path=model, data_path=data, out_dir=out, stop_
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_deepspeed_zero2_stop_and_resume_is_exact(tiny, tmp_path):
+@pytest.mark.parametrize("stage", [2, 3])
+def test_deepspeed_stop_and_resume_is_exact(tiny, tmp_path, stage):
     pytest.importorskip("deepspeed")
     from safetensors.torch import load_file
 
@@ -166,7 +168,7 @@ def test_deepspeed_zero2_stop_and_resume_is_exact(tiny, tmp_path):
             "max_seq_len": 96,
             "epochs": 2,
             "save_every": 0,
-            "deepspeed": str(ZERO2),
+            "deepspeed": str(ZERO2.with_name(f"zero{stage}.json")),
         }
     )
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}

@@ -4,14 +4,14 @@ A checkpoint is a directory ``checkpoints/step-000012/`` holding
 
 - ``model.safetensors``                 the trainable model's full state dict (written by rank 0),
 - ``optimizer.rank{r}.safetensors/.json`` each rank's optimizer state (a full torch AdamW state, or the
-  rank's ZeRO-1/2 partition of it), nested structure in JSON with tensors referenced by key,
+  rank's ZeRO-1/2/3 partition of it), nested structure in JSON with tensors referenced by key,
 - ``rng.rank{r}.safetensors/.json``     python / numpy / torch RNG states,
 - ``state.json``                        step, epoch, counters, world size (written last: the marker).
 
 The schedule is a pure function of the step, so "scheduler state" is the step. Directories are written as
 ``*.tmp`` and renamed; :func:`latest` ignores anything without ``state.json``; :func:`prune` keeps the last.
-:func:`optimizer_state` / :func:`load_optimizer` take a torch or DeepSpeed ZeRO-1/2 optimizer state out and
-back in; :func:`save_final` writes the trained model (``save_pretrained``) and drops the checkpoints. SFT and
+:func:`model_state` gathers the full weights (collectively under ZeRO-3); :func:`optimizer_state` /
+:func:`load_optimizer` take a torch or DeepSpeed ZeRO-1/2/3 optimizer state out and back in; :func:`save_final` writes the trained model (``save_pretrained``) and drops the checkpoints. SFT and
 RL share them.
 """
 
@@ -21,6 +21,7 @@ import json
 import os
 import random
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -190,26 +191,70 @@ def prune(root: Path, *, keep: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-# ---- optimizer state and the final model -------------------------------------------------------------
+# ---- model and optimizer state -----------------------------------------------------------------------
+def model_state(model, engine, dist) -> dict | None:
+    """The full model state dict on rank 0, None elsewhere; a collective gather under ZeRO-3."""
+    from ares_cli.training import distributed
+
+    if distributed.zero_stage(engine) == 3:
+        state = engine._zero3_consolidated_16bit_state_dict()  # every rank must call it
+        return state if dist.is_main else None
+    return model.state_dict() if dist.is_main else None
+
+
+def _fp32_partitions(engine) -> list:
+    """This rank's fp32 master partitions: ZeRO-1/2 ``single_partition_of_fp32_groups``, ZeRO-3 flat groups."""
+    from ares_cli.errors import UsageError
+    from ares_cli.training import distributed
+
+    zero = engine.optimizer
+    if distributed.zero_stage(engine) != 3:
+        return zero.single_partition_of_fp32_groups
+    if getattr(zero, "params_in_nvme_and_cpu", False) or getattr(zero, "optimizer_swapper", None):
+        raise UsageError("checkpoints with ZeRO-3 NVMe offload are not supported: set save_every=0")
+    return zero.fp32_partitioned_groups_flat
+
+
+@contextmanager
+def _base_optimizer(engine):
+    """The torch optimizer inside ZeRO with its parameter groups in place (ZeRO-3 fills them only to step)."""
+    from ares_cli.training import distributed
+
+    zero = engine.optimizer
+    stage3 = distributed.zero_stage(engine) == 3
+    if stage3:
+        zero._set_fp32_optimizer_param_groups()
+    try:
+        yield zero.optimizer
+    finally:
+        if stage3:
+            zero._clear_fp32_optimizer_param_groups()
+
+
 def optimizer_state(engine, optimizer) -> Any:
-    """This rank's optimizer state: a torch AdamW state dict, or the rank's ZeRO-1/2 partition."""
+    """This rank's optimizer state: a torch AdamW state dict, or the rank's ZeRO-1/2/3 partition of it."""
     if engine is None:
         return {"torch": optimizer.state_dict()}
-    zero = engine.optimizer
-    return {"base": zero.optimizer.state_dict(), "fp32": list(zero.single_partition_of_fp32_groups)}
+    with _base_optimizer(engine) as base:
+        return {"base": base.state_dict(), "fp32": list(_fp32_partitions(engine))}
 
 
 def load_optimizer(engine, optimizer, state: Any) -> None:
-    """Restore what :func:`optimizer_state` returned into ``optimizer`` (or the DeepSpeed engine's)."""
+    """Restore what :func:`optimizer_state` returned into ``optimizer`` (or the DeepSpeed engine's).
+
+    The model weights were loaded before the engine was built, so the (bit16) parameters already match;
+    the fp32 master partitions carry the extra precision of mixed-precision runs. Under ZeRO-3 in fp32
+    a master partition *is* the parameter partition, so the copy also restores the weights in place.
+    """
     import torch
 
     if engine is None:
         optimizer.load_state_dict(state["torch"])
         return
-    zero = engine.optimizer
-    zero.optimizer.load_state_dict(state["base"])
+    with _base_optimizer(engine) as base:
+        base.load_state_dict(state["base"])
     with torch.no_grad():
-        for mine, saved in zip(zero.single_partition_of_fp32_groups, state["fp32"], strict=True):
+        for mine, saved in zip(_fp32_partitions(engine), state["fp32"], strict=True):
             mine.copy_(saved)
 
 

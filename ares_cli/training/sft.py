@@ -316,10 +316,8 @@ def train_sft(
 def _save_checkpoint(root: Path, step: int, model, engine, optimizer, dist, counters: dict) -> None:
     from ares_cli.training import checkpoint, distributed
 
-    if distributed.zero_stage(engine) == 3:
-        raise UsageError("checkpoints are not supported with ZeRO-3 yet: set save_every=0 or use zero2.json")
     meta = {"step": step, "world_size": dist.world_size, "counters": counters}
-    state = model.state_dict() if dist.is_main else None
+    state = checkpoint.model_state(model, engine, dist)
     checkpoint.save(
         root,
         step,

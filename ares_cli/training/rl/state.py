@@ -22,16 +22,11 @@ METRICS = "metrics.jsonl"
 
 def save(root: Path, step: int, *, model, engine, optimizer, dist, algo, meta: dict[str, Any]) -> Path:
     """A collective checkpoint after ``step`` (every rank calls it)."""
-    from ares_cli.errors import UsageError
     from ares_cli.training import checkpoint, distributed
 
-    if distributed.zero_stage(engine) == 3:
-        raise UsageError(
-            "RL checkpoints are not supported with ZeRO-3 yet: set save_every=0 or use zero2.json"
-        )
     meta = {**meta, "step": step, "world_size": dist.world_size,
             "controllers": {name: c.state_dict() for name, c in algo.controllers().items()}}  # fmt: skip
-    state = model.state_dict() if dist.is_main else None
+    state = checkpoint.model_state(model, engine, dist)
     opt_state = checkpoint.optimizer_state(engine, optimizer)
     return checkpoint.save(root, step, model_state=state, optimizer_state=opt_state, meta=meta,
                            rank=dist.rank, barrier=distributed.barrier)  # fmt: skip
