@@ -15,13 +15,19 @@ app = typer.Typer(help="Tables over artifacts: compare eval results across model
 @app.command("compare")
 def compare_command(
     ctx: typer.Context,
-    evals: Annotated[list[str], typer.Argument(help="LABEL=EVAL_ARTIFACT pairs (id or directory).")],
+    evals: Annotated[
+        list[str], typer.Argument(help="LABEL=EVAL_ARTIFACT pairs (id, or a directory with results.json).")
+    ],
     bench: Annotated[
         str | None, typer.Option(help="Benchmark name (default: each artifact's first).")
     ] = None,
     markdown_out: Annotated[str | None, typer.Option("--markdown", help="Also write the table here.")] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(help="A LABEL: add each model's paired accuracy difference against it (± SE)."),
+    ] = None,
 ) -> None:
-    """Accuracy and mean length per difficulty, plus Spearman(length, difficulty), per model."""
+    """Accuracy and mean length per difficulty, Spearman(length, difficulty), and paired Δ vs a baseline."""
     from pathlib import Path
 
     from ares_cli.artifacts import ArtifactStore
@@ -34,8 +40,9 @@ def compare_command(
         label, sep, ref = item.partition("=")
         if not sep or not label or not ref:
             raise UsageError(f"expected LABEL=EVAL_ARTIFACT, got '{item}'")
-        pairs[label] = store.resolve(ref)
-    table = comparison(pairs, bench)
+        # an eval artifact by id or path, or any directory laid out like one (results.json, samples/)
+        pairs[label] = Path(ref) if (Path(ref) / "results.json").is_file() else store.resolve(ref)
+    table = comparison(pairs, bench, baseline)
     opts.console.print(rich_table(table))
     text = markdown(table)
     if markdown_out:

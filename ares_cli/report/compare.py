@@ -1,5 +1,6 @@
-"""Compare eval artifacts side by side: accuracy and mean length per difficulty, and how strongly response
-length follows difficulty (Spearman rank correlation over problems)."""
+"""Compare eval artifacts side by side: accuracy and mean length per difficulty, how strongly response
+length follows difficulty (Spearman rank correlation over problems), and, against a baseline, the paired
+accuracy difference over the problems both evaluated."""
 
 from __future__ import annotations
 
@@ -72,12 +73,41 @@ def length_difficulty_spearman(problems: list[dict], samples: list[dict], key: s
     return spearman([float(d) for d, _ in pairs], [n for _, n in pairs])
 
 
-def comparison(evals: dict[str, str | Path], bench: str | None = None) -> dict[str, Any]:
-    """Per model: overall avg@K and mean length, the same per difficulty, and the length–difficulty rho."""
+def problem_accuracy(samples: list[dict]) -> dict[str, float]:
+    """Each problem's fraction of correct samples."""
+    graded: dict[str, list[bool]] = {}
+    for row in samples:
+        graded.setdefault(row["problem_id"], []).append(row["grade"] == "correct")
+    return {pid: sum(flags) / len(flags) for pid, flags in graded.items()}
+
+
+def paired_difference(model: dict[str, float], baseline: dict[str, float]) -> dict[str, float]:
+    """Mean over shared problems of acc(model) − acc(baseline), with the standard error of that mean.
+
+    Pairing by problem removes the between-problem variance both models share, so the SE is far smaller
+    than that of either accuracy when the models agree on which problems are hard.
+    """
+    shared = sorted(set(model) & set(baseline))
+    if not shared:
+        raise InputError("the two evals share no problem ids")
+    diffs = [model[pid] - baseline[pid] for pid in shared]
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else math.nan
+    return {"delta": statistics.fmean(diffs), "se": se, "n": len(diffs)}
+
+
+def comparison(
+    evals: dict[str, str | Path], bench: str | None = None, baseline: str | None = None
+) -> dict[str, Any]:
+    """Per model: overall avg@K and mean length, the same per difficulty, the length–difficulty rho and,
+    with ``baseline`` (one of the labels), the paired accuracy difference against it."""
+    if baseline is not None and baseline not in evals:
+        raise InputError(f"baseline '{baseline}' is not one of the labels: {', '.join(evals)}")
     models: dict[str, Any] = {}
     levels: set[str] = set()
+    accuracy: dict[str, dict[str, float]] = {}
     for label, directory in evals.items():
         name, result, problems, samples = load_eval(directory, bench)
+        accuracy[label] = problem_accuracy(samples)
         k = int(result["overall"]["k"])
         per = {
             level: {"acc": m[f"avg@{k}"], "len": m["len_mean"]}
@@ -88,8 +118,11 @@ def comparison(evals: dict[str, str | Path], bench: str | None = None) -> dict[s
                          "acc_se": result["overall"].get(f"avg@{k}_se"), "len": result["overall"]["len_mean"],
                          "spearman_len_difficulty": length_difficulty_spearman(problems, samples),
                          "by_difficulty": per}  # fmt: skip
+    if baseline is not None:
+        for label, model in models.items():
+            model["vs_baseline"] = paired_difference(accuracy[label], accuracy[baseline])
     ordered = sorted(levels, key=lambda v: (0, float(v), "") if _is_number(v) else (1, 0.0, v))
-    return {"models": models, "levels": ordered}
+    return {"models": models, "levels": ordered, "baseline": baseline}
 
 
 def _is_number(text: str) -> bool:
@@ -102,8 +135,9 @@ def _is_number(text: str) -> bool:
 
 def markdown(table: dict[str, Any]) -> str:
     """The comparison as a markdown table: accuracy / mean length per difficulty, then overall and rho."""
-    levels = table["levels"]
+    levels, baseline = table["levels"], table.get("baseline")
     header = ["model"] + [f"d={lv}" for lv in levels] + ["all", "rho(len,d)"]
+    header += [f"Δ vs {baseline} (± SE)"] if baseline else []
     lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
     for label, m in table["models"].items():
         cells = [
@@ -118,9 +152,18 @@ def markdown(table: dict[str, Any]) -> str:
             + " | ".join(cells)
             + f" | {m['acc']:.3f} / {m['len']:.0f} | "
             + ("-" if math.isnan(rho) else f"{rho:.3f}")
+            + (f" | {_delta(m['vs_baseline'])}" if baseline else "")
             + " |"
         )
-    return "\n".join(lines) + "\n\nCells: accuracy (avg@K) / mean response length in tokens.\n"
+    note = "\n\nCells: accuracy (avg@K) / mean response length in tokens."
+    if baseline:
+        note += f" Δ: mean per-problem accuracy difference against {baseline}, paired over shared problems."
+    return "\n".join(lines) + note + "\n"
+
+
+def _delta(diff: dict[str, float]) -> str:
+    se = "-" if math.isnan(diff["se"]) else f"{diff['se']:.3f}"
+    return f"{diff['delta']:+.3f} ± {se}"
 
 
 def rich_table(table: dict[str, Any]):
@@ -133,6 +176,8 @@ def rich_table(table: dict[str, Any]):
         out.add_column(f"d={level}", justify="right")
     out.add_column("all", justify="right")
     out.add_column("rho(len,d)", justify="right")
+    if table.get("baseline"):
+        out.add_column(f"Δ vs {table['baseline']}", justify="right")
     for label, m in table["models"].items():
         cells = [
             f"{m['by_difficulty'][lv]['acc']:.2f}/{m['by_difficulty'][lv]['len']:.0f}"
@@ -141,5 +186,8 @@ def rich_table(table: dict[str, Any]):
             for lv in table["levels"]
         ]
         rho = m["spearman_len_difficulty"]
-        out.add_row(label, *cells, f"{m['acc']:.3f}/{m['len']:.0f}", "-" if math.isnan(rho) else f"{rho:.3f}")
+        extra = [_delta(m["vs_baseline"])] if table.get("baseline") else []
+        out.add_row(
+            label, *cells, f"{m['acc']:.3f}/{m['len']:.0f}", "-" if math.isnan(rho) else f"{rho:.3f}", *extra
+        )
     return out
