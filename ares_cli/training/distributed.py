@@ -1,7 +1,7 @@
 """Distributed glue: process-group setup from launcher environment variables, and the DeepSpeed engine.
 
 ``torchrun`` and the ``deepspeed`` launcher both set RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR /
-MASTER_PORT; :func:`init_from_env` reads them (gloo on CPU, nccl on GPU) and is a no-op for one process.
+MASTER_PORT; :func:`init_from_env` reads them (gloo on CPU; on GPU nccl for CUDA tensors, gloo for CPU ones) and is a no-op for one process.
 Gradient reduction is a *sum* here: every loss is already normalised by the global token count of the
 optimiser step, so summing rank gradients gives the single-process gradient whatever the split.
 """
@@ -50,7 +50,9 @@ def init_from_env(*, cpu: bool | None = None) -> DistInfo:
                 raise UsageError(
                     f"WORLD_SIZE={world} but {var} is not set; launch with torchrun or deepspeed"
                 )
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo", rank=rank, world_size=world)
+        # CPU tensors (metric sums, JSON payloads) go through gloo even when CUDA tensors use NCCL
+        backend = "cpu:gloo,cuda:nccl" if use_cuda else "gloo"
+        dist.init_process_group(backend=backend, rank=rank, world_size=world)
         # A process group still alive at interpreter exit aborts the process from the backend's
         # destructor ("terminate called without an active exception"), turning a finished rank into a
         # SIGABRT; tear it down on every exit path, including errors and early stops.
@@ -102,7 +104,27 @@ def broadcast_json(value: Any = None, *, src: int = 0) -> Any:
     if dist.get_rank() == src:
         buffer.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
     dist.broadcast(buffer, src=src)
-    return json.loads(bytes(buffer.tolist()).decode())
+    return json.loads(buffer.numpy().tobytes())
+
+
+def all_gather_json(value: Any) -> list[Any]:
+    """Every rank's JSON-serialisable ``value``, in rank order: two collectives, whatever the world size."""
+    import torch
+    import torch.distributed as dist
+
+    if not is_initialized():
+        return [value]
+    payload = json.dumps(value).encode()
+    world = dist.get_world_size()
+    sizes = [torch.zeros(1, dtype=torch.long) for _ in range(world)]
+    dist.all_gather(sizes, torch.tensor([len(payload)], dtype=torch.long))
+    width = max(int(s.item()) for s in sizes)
+    mine = torch.zeros(width, dtype=torch.uint8)
+    if payload:
+        mine[: len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+    buffers = [torch.empty(width, dtype=torch.uint8) for _ in range(world)]
+    dist.all_gather(buffers, mine)
+    return [json.loads(b[: int(n.item())].numpy().tobytes()) for b, n in zip(buffers, sizes, strict=True)]
 
 
 def all_reduce_grads_sum(parameters) -> None:

@@ -97,18 +97,13 @@ def generate_groups(backend, tokenizer, draws, *, cfg, seed: int, pool) -> list[
 def all_gather_groups(groups: list[Group]) -> list[Group]:
     """Every rank's groups on every rank, in global draw order (identity in one process).
 
-    Sent as JSON through :func:`~ares_cli.training.distributed.broadcast_json` (never pickled)."""
+    Sent as JSON through :func:`~ares_cli.training.distributed.all_gather_json` (never pickled)."""
     from ares_cli.training import distributed
 
     if not distributed.is_initialized():
         return sorted(groups, key=lambda g: g.index)
-    import torch.distributed as dist
-
-    gathered = []
-    for src in range(dist.get_world_size()):
-        payload = [g.to_json() for g in groups] if dist.get_rank() == src else None
-        gathered.extend(Group(**item) for item in distributed.broadcast_json(payload, src=src))
-    return sorted(gathered, key=lambda g: g.index)
+    per_rank = distributed.all_gather_json([g.to_json() for g in groups])
+    return sorted((Group(**item) for items in per_rank for item in items), key=lambda g: g.index)
 
 
 def validate_accuracy(backend, tokenizer, problems, *, cfg, pool, rank: int, world: int) -> dict[str, float]:
