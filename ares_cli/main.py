@@ -70,7 +70,18 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    sys.exit(app())
+    try:
+        app()
+        code = 0
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr)
+    from ares_cli.training import distributed  # light: torch is imported inside its functions
+
+    if distributed.launched_ranks() > 1:
+        distributed.leave_process(code)  # a rank under torchrun / deepspeed: no interpreter teardown
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from conftest import run_ares
@@ -41,6 +44,21 @@ def test_exit_codes_and_streams(tmp_path):
     assert bad_flag.returncode == 2
     listed = run_ares("--json", "artifacts", "ls", root=tmp_path)
     assert json.loads(listed.stdout) == {"artifacts": []}
+
+
+def test_a_launched_rank_keeps_exit_codes_and_output(tmp_path):
+    """Under torchrun (WORLD_SIZE > 1) `ares` leaves through os._exit: codes and buffered output survive."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env |= {"WORLD_SIZE": "2", "ARES_ARTIFACTS": str(tmp_path)}
+
+    def ares(*args):
+        code = "from ares_cli.main import main; main()"
+        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+
+    missing = ares("artifacts", "show", "passrate-000000000000")
+    assert missing.returncode == 3 and "error:" in missing.stderr
+    listed = ares("--json", "artifacts", "ls")
+    assert listed.returncode == 0 and json.loads(listed.stdout) == {"artifacts": []}
 
 
 def test_verify_exits_4_naming_the_file(tmp_path):

@@ -143,10 +143,11 @@ def test_deepspeed_config_is_filled_from_the_sft_config(tmp_path):
 
 DRIVER = """
 import json, sys
+from ares_cli.training.distributed import leave_process
 from ares_cli.training.sft import SFTConfig, train_sft
 cfg, model, data, out, stop = json.loads(sys.argv[1]), *sys.argv[2:6]
 train_sft(SFTConfig(**cfg), model_path=model, data_path=data, out_dir=out, stop_after=int(stop) or None)
-# no explicit shutdown: the process group must be torn down at exit by init_from_env's atexit hook
+leave_process(0)  # as `ares` does in a launched rank
 """
 
 

@@ -23,12 +23,14 @@ SCRIPT = """
 import sys
 from ares_cli.data.loader import load_problems
 from ares_cli.training.rl.config import resolve_rl_config
+from ares_cli.training.distributed import leave_process
 from ares_cli.training.rl.trainer import train_rl
 if __name__ == "__main__":
     model, out, *sets = sys.argv[1:]
     cfg = resolve_rl_config(sets=sets)
     train_rl(cfg, model_path=model, problems=load_problems("toy-train", limit=12).records, val_problems=None,
              out_dir=out, log=lambda m: None)
+    leave_process(0)  # as `ares` does in a launched rank
 """
 SETS = ["algo=grpo", "steps=2", "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=10",
         "optim.mini_batch_size=2", "optim.micro_batch_size=2", "optim.lr=1e-3", "grading.workers=1",

@@ -137,10 +137,33 @@ def all_reduce_grads_sum(parameters) -> None:
 
 
 def shutdown() -> None:
+    """Destroy the process group (no-op when there is none)."""
     import torch.distributed as dist
 
     if is_initialized():
         dist.destroy_process_group()
+
+
+def launched_ranks() -> int:
+    """WORLD_SIZE as set by torchrun / deepspeed (1 when not launched by one)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def leave_process(code: int) -> None:
+    """End a launcher-started rank: flush stdio, destroy the process group, then ``os._exit(code)``.
+
+    Interpreter teardown in a rank whose communication objects are still referenced (DeepSpeed keeps its
+    groups and engine alive in module globals) intermittently aborts with "terminate called without an
+    active exception" after all work is done, turning a finished rank into SIGABRT and failing the launch.
+    Every context manager (artifact locks, grading pools) has closed by now; skipping teardown makes the
+    exit status the run's own.
+    """
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    shutdown()
+    os._exit(code)
 
 
 # ---- DeepSpeed ---------------------------------------------------------------------------------------
