@@ -54,7 +54,7 @@ def run_training_stage(
     try:
         if require_checkpoint and not (work_dir / "checkpoints").is_dir():
             raise UsageError(f"--resume: {work_dir} holds no checkpoint to resume from")
-        if info["resumed"]:
+        if info["resumed"] and dist.is_main:
             opts.log(f"{stage}: resuming partial artifact {work_dir}")
         outcome = train(work_dir)
         if not outcome.complete:
