@@ -1,7 +1,8 @@
 """Distributed glue: process-group setup from launcher environment variables, and the DeepSpeed engine.
 
 ``torchrun`` and the ``deepspeed`` launcher both set RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR /
-MASTER_PORT; :func:`init_from_env` reads them (gloo on CPU; on GPU nccl for CUDA tensors, gloo for CPU ones) and is a no-op for one process.
+MASTER_PORT; :func:`init_from_env` reads them (gloo on CPU; on GPU nccl for CUDA tensors, gloo for CPU
+ones) and is a no-op for one process.
 Gradient reduction is a *sum* here: every loss is already normalised by the global token count of the
 optimiser step, so summing rank gradients gives the single-process gradient whatever the split.
 """
@@ -37,7 +38,7 @@ def init_from_env(*, cpu: bool | None = None) -> DistInfo:
     import torch
     import torch.distributed as dist
 
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = launched_ranks()
     rank = int(os.environ.get("RANK", "0"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     use_cuda = torch.cuda.is_available() if cpu is None else not cpu

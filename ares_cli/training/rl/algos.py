@@ -58,16 +58,14 @@ class Algorithm:
         return self.cfg.kl.coef > 0
 
     def policy_loss_config(self):
+        """The loss constants of ``cfg.loss`` as the algorithm library's PolicyLossConfig (every shared field)."""
+        from dataclasses import fields
+
         from ares_cli.algorithms.policy_losses import PolicyLossConfig
 
         loss = self.cfg.loss
-        return PolicyLossConfig(
-            clip_low=loss.clip_low, clip_high=loss.clip_high, dual_clip=loss.dual_clip,
-            cispo_eps_low=loss.cispo_eps_low, cispo_eps_high=loss.cispo_eps_high,
-            clip_cov_ratio=loss.clip_cov_ratio, clip_cov_lb=loss.clip_cov_lb, clip_cov_ub=loss.clip_cov_ub,
-            kl_cov_ratio=loss.kl_cov_ratio, kl_cov_coef=loss.kl_cov_coef, entropy_coef=loss.entropy_coef,
-            top_entropy_frac=loss.top_entropy_frac,
-        )  # fmt: skip
+        shared = {f.name: getattr(loss, f.name) for f in fields(PolicyLossConfig) if hasattr(loss, f.name)}
+        return PolicyLossConfig(**shared)
 
     # -- per step ----------------------------------------------------------------------------------
     def prepare(self, batch) -> dict[str, float]:
