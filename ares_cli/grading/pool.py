@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
-from ares_cli.errors import StageFailure, UsageError
+from ares_cli.errors import InputError, StageFailure, UsageError
 from ares_cli.grading.cache import GradeCache
 from ares_cli.grading.extract import extract_boxed
 from ares_cli.grading.graders import CORRECT, ERROR, INVALID, TIMEOUT
-from ares_cli.grading.registry import GraderRegistry, GraderSpec, resolve_grader
+from ares_cli.grading.registry import GraderRegistry, GraderSpec, load_target, resolve_grader
 from ares_cli.grading.worker import worker_main
 
 _MAX_START_FAILURES = 3
@@ -69,6 +69,7 @@ class GradingPool:
         if timeout_s <= 0:
             raise UsageError(f"grading timeout_s must be > 0, got {timeout_s}")
         self.spec = resolve_grader(grader, registry)
+        self._extract = load_target(self.spec.extractor) if self.spec.extractor else None
         self.n_workers, self.timeout_s = workers, float(timeout_s)
         self.soft_s = max(1e-3, self.timeout_s * soft_fraction)
         self.start_timeout_s, self.chunk_size = start_timeout_s, max(1, chunk_size)
@@ -208,6 +209,18 @@ class GradingPool:
         return finished
 
     # -- public grading API ----------------------------------------------------------------------------
+    def gold_for(self, problem: dict) -> str:
+        """The gold string graded against: the answer, or with the record's options for choice graders."""
+        if self.spec.with_options:
+            from ares_cli.grading.choice import choice_gold, parse_options
+
+            try:
+                options = parse_options((problem.get("meta") or {}).get("options"))
+            except ValueError as exc:
+                raise InputError(f"problem {problem.get('id')!r}: {exc}", field="meta.options") from None
+            return choice_gold(problem["answer"], options)
+        return str(problem["answer"])
+
     def _grader_input(self, response: str | None, extracted: str | None, given_extracted: bool) -> str | None:
         if self.spec.extract:
             return extracted
@@ -226,6 +239,8 @@ class GradingPool:
         for gold, text in items:
             if extracted:
                 ans = text.strip() or None if text is not None else None
+            elif self._extract is not None:
+                ans = self._extract(str(gold), text)
             else:
                 ans = extract_boxed(text)
             inp = self._grader_input(text, ans, extracted)

@@ -27,7 +27,9 @@ class GraderSpec:
     ``invalid`` without calling them); False for graders that receive the full response text.
     ``preload``: modules a worker imports before it reports ready, so a slow first import (sympy) is not
     charged to the first sample's timeout; ``warmup``: (gold, input) calls made for the same reason (lazy
-    parser set-up) before a worker reports ready.
+    parser set-up) before a worker reports ready. ``extractor``: a ``module:function`` run in the parent as
+    ``fn(gold, response) -> answer | None`` instead of the boxed-answer extraction (the choice grader reads
+    the final option letter). ``with_options``: the gold handed over carries the record's ``meta.options``.
     """
 
     name: str
@@ -36,6 +38,8 @@ class GraderSpec:
     extract: bool = False
     preload: tuple[str, ...] = ()
     warmup: tuple[tuple[str, str], ...] = ()
+    extractor: str | None = None
+    with_options: bool = False
 
     @property
     def label(self) -> str:
@@ -80,7 +84,7 @@ def _target_of(fn: GraderFn) -> str:
 
 
 def builtin_specs() -> list[GraderSpec]:
-    """The built-in graders: ``math_verify`` and ``boxed_int``."""
+    """The built-in graders: ``math_verify`` (alias ``math``), ``boxed_int`` and ``choice``."""
     return [
         GraderSpec(
             "math_verify",
@@ -91,7 +95,18 @@ def builtin_specs() -> list[GraderSpec]:
             warmup=(("1", "1"), (r"\frac{1}{2}", "0.5"), ("[1,2)", "[1, 2)"), ("x+1", "1+x")),
         ),
         GraderSpec("boxed_int", "ares_cli.grading.graders:boxed_int_grade", f"ares-{__version__}", True),
+        GraderSpec(
+            "choice",
+            "ares_cli.grading.choice:choice_grade",
+            f"ares-{__version__}",
+            extract=True,
+            extractor="ares_cli.grading.choice:extract_for_gold",
+            with_options=True,
+        ),
     ]
+
+
+ALIASES = {"math": "math_verify"}
 
 
 class GraderRegistry:
@@ -128,6 +143,7 @@ class GraderRegistry:
         """A registered name, a ``module:function`` import path, or an already resolved spec."""
         if isinstance(grader, GraderSpec):
             return grader
+        grader = ALIASES.get(grader, grader)
         if grader in self._specs:
             return self._specs[grader]
         if ":" in grader:

@@ -116,7 +116,7 @@ def sample_and_grade(
             if (p["id"], i) not in rows
         ]
         started = time.perf_counter()
-        grades = pool.grade([(p["answer"], c.text) for p, _, c in pending])
+        grades = pool.grade([(pool.gold_for(p), c.text) for p, _, c in pending])
         totals["grade_s"] += time.perf_counter() - started
         rows.write(
             [
