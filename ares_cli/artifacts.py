@@ -23,6 +23,8 @@ from typing import Any
 from ares_cli import __version__
 from ares_cli.errors import InputError, IntegrityError, StageFailure
 from ares_cli.hashing import canonical_json, sha256_file, sha256_text, strict_json
+from ares_cli.integrity import RECORD_FILE, VerificationRecord, check_manifest, output_problems, stat_key
+from ares_cli.rowlog import RowLog
 
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
@@ -82,87 +84,25 @@ def _environment() -> dict[str, Any]:
     return env
 
 
-def describe_outputs(directory: Path) -> list[dict[str, Any]]:
-    """Path, sha256, bytes (and rows for JSONL) of every file under ``directory`` except the manifest."""
+def describe_outputs(directory: Path, stats: dict[str, list[int]] | None = None) -> list[dict[str, Any]]:
+    """Path, sha256, bytes (and rows for JSONL) of every file under ``directory`` except the manifest.
+
+    ``stats`` (when given) receives each file's :func:`stat_key` as it was when hashed.
+    """
     outputs = []
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         rel = path.relative_to(directory).as_posix()
         if rel in (MANIFEST, LOCK_FILE):
             continue
-        entry: dict[str, Any] = {"path": rel, "sha256": sha256_file(path), "bytes": path.stat().st_size}
+        stat = path.stat()
+        entry: dict[str, Any] = {"path": rel, "sha256": sha256_file(path), "bytes": stat.st_size}
+        if stats is not None:
+            stats[rel] = stat_key(stat)
         if path.suffix == ".jsonl":
             with open(path, "rb") as handle:
                 entry["rows"] = sum(1 for line in handle if line.strip())
         outputs.append(entry)
     return outputs
-
-
-class RowLog:
-    """Append-only JSONL of keyed rows inside a partial artifact: the resume API.
-
-    Rows already on disk are loaded (a torn last line from a killed writer is dropped); ``write`` refuses a
-    key that is already present, so a resumed stage fills exactly the missing rows.
-    """
-
-    def __init__(self, path: Path, key_fields: tuple[str, ...]):
-        self.path, self.key_fields = path, key_fields
-        self.rows: dict[tuple, dict[str, Any]] = {}
-        self._load()
-        self._handle = open(path, "a", encoding="utf-8")
-
-    def key(self, row: dict[str, Any]) -> tuple:
-        try:
-            return tuple(row[name] for name in self.key_fields)
-        except KeyError as missing:
-            raise StageFailure(f"{self.path.name}: row lacks key field {missing}") from None
-
-    def _load(self) -> None:
-        if not self.path.exists():
-            return
-        raw = self.path.read_bytes()
-        good_end = 0
-        for line in raw.splitlines(keepends=True):
-            if not line.endswith(b"\n"):
-                break  # torn write: the process died mid-line
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                break
-            self.rows[self.key(row)] = row
-            good_end += len(line)
-        if good_end != len(raw):
-            with open(self.path, "r+b") as handle:
-                handle.truncate(good_end)
-
-    def __contains__(self, key: tuple) -> bool:
-        return key in self.rows
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def write(self, rows: list[dict[str, Any]]) -> None:
-        """Append rows durably (flush + fsync); a key already present is an error."""
-        lines = []
-        for row in rows:
-            key = self.key(row)
-            if key in self.rows:
-                raise StageFailure(f"{self.path.name}: duplicate row {key}")
-            self.rows[key] = row
-            lines.append(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-        self._handle.write("".join(lines))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-
-    def close(self, *, sort: bool = True) -> None:
-        """Close; with ``sort`` rewrite the file in key order so every run gives identical bytes."""
-        self._handle.close()
-        if sort:
-            ordered = [self.rows[key] for key in sorted(self.rows)]
-            tmp = self.path.with_suffix(".tmp")
-            with open(tmp, "w", encoding="utf-8") as handle:
-                for row in ordered:
-                    handle.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-            os.replace(tmp, self.path)
 
 
 @dataclass
@@ -196,6 +136,7 @@ class StageRun:
         for log in self._logs:
             if not log._handle.closed:
                 log.close()
+        hashed_stats: dict[str, list[int]] = {}
         manifest = {
             "schema_version": SCHEMA_VERSION,
             "stage": self.stage,
@@ -211,7 +152,7 @@ class StageRun:
             "config_hash": sha256_text(canonical_json(self.config)),
             "seeds": self.seeds,
             "inputs": [asdict(ref) for ref in self.inputs],
-            "outputs": describe_outputs(self.work_dir),
+            "outputs": describe_outputs(self.work_dir, hashed_stats),
             "stats": stats or {},
             "environment": _environment(),
         }
@@ -225,6 +166,7 @@ class StageRun:
             shutil.rmtree(self.final_dir)
         os.replace(self.work_dir, self.final_dir)
         self.release()
+        self.store.remember_outputs(self.final_dir, manifest["outputs"], hashed_stats)
         return self.final_dir
 
     def release(self) -> None:
@@ -238,6 +180,8 @@ class ArtifactStore:
 
     def __init__(self, root: Path | str):
         self.root = Path(root)
+        self.record = VerificationRecord(self.root / RECORD_FILE)
+        self._verified: set[Path] = set()
 
     def open_stage(
         self,
@@ -290,23 +234,55 @@ class ArtifactStore:
         raise InputError(f"no complete artifact '{name}' under {self.root}")
 
     def manifest(self, ref: str | Path) -> dict[str, Any]:
+        """The parsed ``manifest.json`` of an artifact; IntegrityError when it is unreadable or malformed."""
         path = self.resolve(ref) / MANIFEST
         try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise IntegrityError(f"{path}: not valid JSON ({err})") from None
+            return check_manifest(json.loads(path.read_text(encoding="utf-8")), path)
+        except (ValueError, OSError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise IntegrityError(f"{path}: corrupt manifest (not valid JSON: {err})") from None
+
+    def verified(self, ref: str | Path) -> Path:
+        """The directory of an artifact whose files all match its manifest (checked once per store object).
+
+        Unchanged files are not re-read (:class:`VerificationRecord`); IntegrityError names each bad file.
+        """
+        directory = self.resolve(ref)
+        if directory.absolute() not in self._verified:
+            self.verify(directory, rehash=False)
+            self._verified.add(directory.absolute())
+        return directory
 
     def input_ref(self, role: str, ref: str | Path) -> InputRef:
-        """An InputRef for an artifact (keyed by its id and outputs) or a plain file (keyed by sha256)."""
+        """An InputRef for an artifact (keyed by its id and outputs) or a plain file (keyed by sha256).
+
+        The artifact, or the artifact a file lies in, is verified against its manifest first (exit 4).
+        """
         path = Path(ref)
         if path.is_file():
-            return InputRef(role=role, path=str(path), sha256=sha256_file(path))
-        directory = self.resolve(ref)
+            enclosing = _enclosing_artifact(path)
+            if enclosing is not None:
+                self.verified(enclosing)
+            digest = self.record.sha256(path)
+            self.record.save()
+            return InputRef(role=role, path=str(path), sha256=digest)
+        directory = self.verified(ref)
         manifest = self.manifest(directory)
         outputs_hash = sha256_text(canonical_json(manifest.get("outputs", [])))
         return InputRef(
             role=role, path=str(directory), sha256=outputs_hash, artifact_id=manifest["artifact_id"]
         )
+
+    def remember_outputs(self, directory: Path, outputs: list[dict], stats: dict[str, list[int]]) -> None:
+        """Record the hashes a stage just computed for its outputs, so its consumers need not re-hash."""
+        for out in outputs:
+            path = directory / out["path"]
+            try:
+                unchanged = stat_key(path.stat()) == stats.get(out["path"])
+            except OSError:
+                continue
+            if unchanged:
+                self.record.remember(path, out["sha256"], stats[out["path"]])
+        self.record.save()
 
     def list(self, stage: str | None = None) -> list[dict[str, Any]]:
         """Summaries of complete and partial artifacts, newest first."""
@@ -328,7 +304,20 @@ class ArtifactStore:
                 continue
             if not (directory / MANIFEST).exists():
                 continue
-            manifest = self.manifest(directory)
+            try:
+                manifest = self.manifest(directory)
+            except IntegrityError as err:  # one corrupt manifest must not hide the rest of the store
+                entries.append(
+                    {
+                        "artifact_id": directory.name,
+                        "stage": directory.parent.name,
+                        "status": "corrupt",
+                        "created": None,
+                        "error": str(err),
+                        "path": str(directory),
+                    }
+                )
+                continue
             rows = sum(out.get("rows", 0) for out in manifest.get("outputs", []))
             size = sum(out.get("bytes", 0) for out in manifest.get("outputs", []))
             entries.append(
@@ -336,7 +325,7 @@ class ArtifactStore:
                     "artifact_id": manifest["artifact_id"],
                     "stage": manifest["stage"],
                     "status": manifest["status"],
-                    "created": manifest["created"],
+                    "created": manifest.get("created"),
                     "rows": rows,
                     "bytes": size,
                     "path": str(directory),
@@ -358,21 +347,34 @@ class ArtifactStore:
             node["inputs"].append(child)
         return node
 
-    def verify(self, ref: str | Path) -> dict[str, Any]:
-        """Re-hash every output; raise IntegrityError naming each file that does not match."""
+    def verify(self, ref: str | Path, *, rehash: bool = True) -> dict[str, Any]:
+        """Check every file against the manifest; IntegrityError naming each file that does not match.
+
+        ``rehash`` (``ares artifacts verify``) reads every byte again; without it a file whose stat is
+        unchanged since it was last hashed is taken from the verification record.
+        """
         directory = self.resolve(ref)
         manifest = self.manifest(directory)
-        problems = []
-        recorded = {out["path"]: out for out in manifest.get("outputs", [])}
-        for rel, out in recorded.items():
-            path = directory / rel
-            if not path.is_file():
-                problems.append(f"{path}: missing")
-            elif path.stat().st_size != out["bytes"] or sha256_file(path) != out["sha256"]:
-                problems.append(f"{path}: sha256 does not match the manifest")
-        for extra in describe_outputs(directory):
-            if extra["path"] not in recorded:
-                problems.append(f"{directory / extra['path']}: not listed in the manifest")
+        problems = output_problems(
+            directory, manifest, self.record, rehash=rehash, ignore=(MANIFEST, LOCK_FILE)
+        )
+        self.record.save()
         if problems:
             raise IntegrityError(f"{manifest['artifact_id']}: " + "; ".join(problems))
-        return {"artifact_id": manifest["artifact_id"], "files": len(recorded), "status": "ok"}
+        return {"artifact_id": manifest["artifact_id"], "files": len(manifest["outputs"]), "status": "ok"}
+
+
+def _enclosing_artifact(path: Path) -> Path | None:
+    """The artifact directory ``path`` is or lies in (the nearest one holding a ``manifest.json``), if any."""
+    path = path.absolute()
+    for parent in [path, *path.parents] if path.is_dir() else path.parents:
+        if (parent / MANIFEST).is_file():
+            return parent
+    return None
+
+
+def verify_enclosing(path: str | Path) -> None:
+    """Verify the artifact a local input file or directory lies in, if it lies in one (IntegrityError)."""
+    directory = _enclosing_artifact(Path(path))
+    if directory is not None:
+        ArtifactStore(directory.parent.parent).verified(directory)

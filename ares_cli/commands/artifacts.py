@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ares_cli.artifacts import ArtifactStore
 from ares_cli.console import emit, options
+from ares_cli.errors import AresError, IntegrityError
 
 app = typer.Typer(
     help="Inspect stored artifacts: list, show manifests, trace lineage, verify hashes.", no_args_is_help=True
@@ -25,6 +27,9 @@ def ls_command(
     """List artifacts, newest first (partial ones included)."""
     opts = options(ctx)
     entries = ArtifactStore(opts.artifacts_root).list(stage)
+    for e in entries:
+        if e["status"] == "corrupt":
+            opts.log(f"warning: {e['error']}", level=-1)
     if not opts.json:
         from rich.table import Table
 
@@ -73,14 +78,33 @@ def _tree_lines(node: dict, indent: str = "") -> list[str]:
 def verify_command(
     ctx: typer.Context,
     refs: Annotated[list[str], typer.Argument(help="Artifacts to verify; all when omitted.")] = None,
-) -> None:  # noqa: E501
-    """Re-hash every file of the artifacts; exit 4 naming each file that does not match."""
+) -> None:
+    """Re-hash every file of the artifacts; exit 4 naming each file that does not match.
+
+    A corrupt or failing artifact is reported and the others are still verified; the exit code comes last.
+    """
     opts = options(ctx)
     store = ArtifactStore(opts.artifacts_root)
-    targets = refs or [e["path"] for e in store.list() if e["status"] == "complete"]
-    results = [store.verify(ref) for ref in targets]
+    targets = refs or [e["path"] for e in store.list() if e["status"] in ("complete", "corrupt")]
+    results, failures = [], []
+    for ref in targets:
+        try:
+            results.append(store.verify(ref))
+        except AresError as err:
+            failures.append(err)
+            opts.log(f"error: {err}", level=-1)
+            results.append({"artifact_id": Path(str(ref)).name, "status": "failed", "error": str(err)})
     emit(
         opts,
         {"verified": results},
-        text="\n".join(f"{r['artifact_id']}: ok ({r['files']} files)" for r in results),
+        text="\n".join(
+            f"{r['artifact_id']}: " + (f"ok ({r['files']} files)" if r["status"] == "ok" else "FAILED")
+            for r in results
+        ),
     )
+    if failures:
+        if not any(isinstance(err, IntegrityError) for err in failures):
+            raise failures[0]  # e.g. an unknown id (exit 3)
+        raise IntegrityError(
+            f"{len(failures)} of {len(targets)} artifact(s) failed verification (listed above)"
+        )

@@ -106,9 +106,9 @@ def markdown_table(name: str, result: dict[str, Any]) -> str:
 
 def difficulty_from_passrate(store: ArtifactStore, ref: str) -> tuple[dict[str, str], InputRef]:
     """Problem id → bucket from a passrate artifact (for benchmarks without difficulty metadata)."""
-    directory = store.resolve(ref)
-    rows = read_jsonl(directory / "passrates.jsonl")
-    return {r["problem_id"]: r["bucket"] for r in rows}, store.input_ref("difficulty", directory)
+    input_ref = store.input_ref("difficulty", ref)  # verified before it is read
+    rows = read_jsonl(Path(input_ref.path) / "passrates.jsonl")
+    return {r["problem_id"]: r["bucket"] for r in rows}, input_ref
 
 
 def run_eval(
@@ -179,7 +179,7 @@ def run_eval(
 
 def _bench_plan(store, cfg: EvalConfig, *, data, from_samples, regrade) -> list[dict[str, Any]]:
     if regrade is not None:
-        directory = store.resolve(regrade)
+        directory = store.verified(regrade)
         manifest = store.manifest(directory)
         if manifest["stage"] != "eval":
             raise InputError(f"{manifest['artifact_id']} is not an eval artifact")

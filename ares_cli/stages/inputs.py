@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ares_cli.artifacts import MANIFEST, ArtifactStore, InputRef
+from ares_cli.artifacts import MANIFEST, ArtifactStore, InputRef, verify_enclosing
 from ares_cli.errors import InputError
-from ares_cli.hashing import canonical_json, sha256_file, sha256_records, sha256_text
+from ares_cli.hashing import canonical_json, sha256_records, sha256_text
 
 MODEL_FILES = (
     "config.json",
@@ -22,21 +22,22 @@ MODEL_FILES = (
 def resolve_model(store: ArtifactStore, ref: str | Path, *, role: str = "model") -> tuple[str, InputRef]:
     """A model given as an artifact id/dir (its ``model/``), a local directory, or an HF hub id.
 
-    Artifacts are keyed by their id and output hashes; local directories by the sha256 of their files;
-    hub ids by the id string (a hub model that changes upstream is not detected).
+    Artifacts are verified against their manifest (exit 4 naming a bad file), then keyed by their id and
+    output hashes; local directories by the sha256 of their files (an unchanged file is not re-read, see
+    :class:`ares_cli.integrity.VerificationRecord`; a directory inside an artifact, such as its ``model/``,
+    verifies that artifact first); hub ids by the id string (a hub model that changes upstream is not
+    detected).
     """
     path = Path(ref)
     if path.is_dir() and (path / "config.json").is_file() and not (path / MANIFEST).is_file():
-        digest = sha256_text(
-            canonical_json(
-                {
-                    p.relative_to(path).as_posix(): sha256_file(p)
-                    for p in sorted(path.rglob("*"))
-                    if p.is_file()
-                }
-            )
-        )
-        return str(path), InputRef(role=role, path=str(path), sha256=digest)
+        verify_enclosing(path)
+        files = {
+            p.relative_to(path).as_posix(): store.record.sha256(p)
+            for p in sorted(path.rglob("*"))
+            if p.is_file()
+        }
+        store.record.save()
+        return str(path), InputRef(role=role, path=str(path), sha256=sha256_text(canonical_json(files)))
     try:
         directory = store.resolve(ref)
     except InputError:
@@ -53,6 +54,11 @@ def resolve_model(store: ArtifactStore, ref: str | Path, *, role: str = "model")
 
 
 def dataset_ref(records: list[dict[str, Any]], provenance: dict[str, Any], *, role: str = "data") -> InputRef:
-    """An InputRef for loaded problems, keyed by the records themselves (after field map and limit)."""
+    """An InputRef for loaded problems, keyed by the records themselves (after field map and limit).
+
+    Problems read from a file or directory inside an artifact verify that artifact (exit 4 naming a bad file).
+    """
     label = provenance.get("path_or_id") or provenance.get("name") or "data"
+    if provenance.get("kind") in ("file", "hf") and Path(str(label)).exists():
+        verify_enclosing(Path(str(label)))
     return InputRef(role=role, path=str(label), sha256=sha256_records(records))
