@@ -187,11 +187,11 @@ def test_hooks_drive_the_trainer(tiny_model_dir, tmp_path):
 # ---- micro-batch invariance ---------------------------------------------------------------------------
 @pytest.mark.parametrize("algo", ["grpo", "paec"])
 def test_gradient_independent_of_micro_batch(algo, tiny_model_dir):
+    from ares_cli.models import load_model
     from ares_cli.training.rl.algos import build_algorithm
     from ares_cli.training.rl.batch import collate, rollout_pass
     from ares_cli.training.rl.rollout import Group
     from ares_cli.training.rl.update import minibatch_backward
-    from ares_cli.training.sft import load_model
 
     gen = torch.Generator().manual_seed(0)
     groups = [Group(i, f"p{i}", torch.randint(5, 90, (3 + i,), generator=gen).tolist(),

@@ -13,8 +13,9 @@ pytest.importorskip("transformers")
 from fixtures_tiny_model import save_tiny_model, tiny_tokenizer, write_sft_jsonl  # noqa: E402
 
 from ares_cli.errors import InputError  # noqa: E402
+from ares_cli.models import freeze_vision_tower, load_model  # noqa: E402
 from ares_cli.training import checkpoint  # noqa: E402
-from ares_cli.training.sft import SFTConfig, freeze_vision_tower, load_model, lr_at, micro_loss, train_sft  # noqa: E402
+from ares_cli.training.sft import SFTConfig, lr_at, micro_loss, train_sft  # noqa: E402
 from ares_cli.training.sft_data import (  # noqa: E402
     IGNORE,
     collate,

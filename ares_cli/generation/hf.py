@@ -51,24 +51,19 @@ class HFBackend:
         if hf_model is None:
             if model is None:
                 raise UsageError("the hf backend needs a model path or id")
-            from transformers import AutoModelForCausalLM
+            from ares_cli.models import load_model
 
             device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-            torch_dtype = (
-                getattr(torch, dtype)
-                if dtype
-                else (torch.bfloat16 if device.startswith("cuda") else torch.float32)
-            )
-            hf_model = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch_dtype).to(device)
+            hf_model = load_model(model, dtype=dtype, device=device)
         elif device is not None:
             hf_model = hf_model.to(device)
         if tokenizer is None:
-            from transformers import AutoTokenizer
+            from ares_cli.models import load_tokenizer
 
             source = model if model is not None else getattr(hf_model, "name_or_path", None)
             if not source:
                 raise UsageError("the hf backend needs a tokenizer or a model path to load one from")
-            tokenizer = AutoTokenizer.from_pretrained(str(source))
+            tokenizer = load_tokenizer(source)
         self.model = hf_model.eval()
         self.tokenizer = tokenizer
         self.eos_ids = _eos_ids(self.model, tokenizer)

@@ -20,7 +20,6 @@ from ares_cli.config import option
 from ares_cli.errors import UsageError
 
 CODE_VERSION = "sft-1"
-VISION_PATTERNS = ("visual", "vision_tower", "vision_model")
 
 
 @dataclass
@@ -52,6 +51,7 @@ class SFTConfig:
     )
     save_every: int = option(100, "Checkpoint every N optimiser steps (0 = never); only the last is kept.")
     freeze_vision_tower: bool = option(True, "Freeze params named visual/vision_tower/vision_model (ARES).")
+    train_merger: bool = option(False, "With the tower frozen, still train its vision-to-language merger.")
     deepspeed: str | None = option(
         None, "DeepSpeed ZeRO config (pipelines/deepspeed/zero2.json); None = torch."
     )
@@ -85,34 +85,11 @@ def accumulation_steps(config: SFTConfig, world_size: int) -> int:
     return config.batch_size // per_pass
 
 
-def freeze_vision_tower(model, patterns: tuple[str, ...] = VISION_PATTERNS) -> int:
-    """Set ``requires_grad=False`` on parameters whose dotted name has a vision-tower part; returns count."""
-    frozen = 0
-    for name, param in model.named_parameters():
-        if any(part in patterns for part in name.split(".")):
-            param.requires_grad_(False)
-            frozen += param.numel()
-    return frozen
-
-
 def param_groups(model, weight_decay: float) -> list[dict]:
     """AdamW groups: decay on matrices, none on biases and norms; frozen parameters left out."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     rest = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
-
-
-def load_model(path: str | Path):
-    """A causal LM (or a vision-language model) in fp32 from a directory or hub id."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    try:
-        return AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
-    except ValueError:
-        from transformers import AutoModelForImageTextToText
-
-        return AutoModelForImageTextToText.from_pretrained(str(path), dtype=torch.float32)
 
 
 def micro_loss(model, batch: dict[str, Any]):
@@ -153,8 +130,8 @@ def train_sft(
 
     import numpy as np
     import torch
-    from transformers import AutoTokenizer
 
+    from ares_cli.models import freeze_vision_tower, load_model, load_tokenizer
     from ares_cli.training import checkpoint, distributed
     from ares_cli.training.sft_data import collate, epoch_batches, load_examples, micro_batches
 
@@ -166,10 +143,10 @@ def train_sft(
     torch.manual_seed(config.seed)
 
     # -- model, data, plan
-    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    tokenizer = load_tokenizer(model_path)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     model = load_model(model_path)
-    frozen = freeze_vision_tower(model) if config.freeze_vision_tower else 0
+    frozen = freeze_vision_tower(model, train_merger=config.train_merger) if config.freeze_vision_tower else 0
     if config.gradient_checkpointing:
         enable = (
             getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable

@@ -61,10 +61,10 @@ def train_rl(
 
     import numpy as np
     import torch
-    from transformers import AutoTokenizer
 
     from ares_cli.algorithms.advantages import compute_advantages
     from ares_cli.grading import GradingPool
+    from ares_cli.models import load_model, load_tokenizer
     from ares_cli.training import distributed
     from ares_cli.training.checkpoint import load_optimizer, save_final
     from ares_cli.training.rl import state
@@ -72,7 +72,7 @@ def train_rl(
     from ares_cli.training.rl.batch import collate, rollout_pass
     from ares_cli.training.rl.rollout import PromptSampler, all_gather_groups, collect_groups, generate_groups
     from ares_cli.training.rl.update import ppo_update
-    from ares_cli.training.sft import load_model, param_groups
+    from ares_cli.training.sft import param_groups
 
     dist = distributed.init_from_env()
     log = log if dist.is_main else (lambda _msg: None)
@@ -88,7 +88,7 @@ def train_rl(
         raise UsageError(f"prompts_per_step and mini_batch_size must be multiples of {dist.world_size} ranks")
 
     # -- models, data, algorithm
-    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    tokenizer = load_tokenizer(model_path)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     problems = _fitting_prompts(problems, tokenizer, cfg, log)
     algo = build_algorithm(cfg, reduce)

@@ -1,0 +1,122 @@
+"""Load a causal LM or a vision-language model (Qwen2.5-VL), its tokenizer and processor; freeze by name.
+
+A checkpoint is vision-language when its ``config.json`` has a ``vision_config``; it then loads through
+``AutoModelForImageTextToText`` (for Qwen2.5-VL: ``Qwen2_5_VLForConditionalGeneration``) and has a
+processor; a text checkpoint loads through ``AutoModelForCausalLM`` and has none.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ares_cli.errors import InputError, UsageError
+
+VISION_PATTERNS = ("visual", "vision_tower", "vision_model")
+MERGER_PATTERNS = ("merger", "multi_modal_projector")
+DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16"}
+DTYPES |= {"fp16": "float16", "float16": "float16"}
+
+
+def model_config(path: str | Path) -> dict[str, Any]:
+    """The checkpoint's ``config.json`` as a dict (a local directory, or a hub id in the local cache)."""
+    local = Path(path) / "config.json"
+    if local.is_file():
+        try:
+            return json.loads(local.read_text())
+        except json.JSONDecodeError as e:
+            raise InputError(f"{local}: not valid JSON ({e})") from e
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(str(path)).to_dict()
+    except OSError as e:
+        raise InputError(f"{path}: not a model directory or cached hub id ({e})") from e
+
+
+def is_vision_language(path: str | Path) -> bool:
+    """True when the checkpoint at ``path`` has a vision tower (its config has a ``vision_config``)."""
+    return "vision_config" in model_config(path)
+
+
+def resolve_dtype(name: str | None, device: str):
+    """A torch dtype from ``fp32``/``bf16``/``fp16`` (or their long names); None or ``auto`` = bf16 on CUDA,
+    fp32 on CPU."""
+    import torch
+
+    if name in (None, "auto"):
+        return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+    if name not in DTYPES:
+        raise UsageError(f"unknown dtype {name!r}; choose one of auto, {', '.join(sorted(DTYPES))}")
+    return getattr(torch, DTYPES[name])
+
+
+def load_model(path: str | Path, *, dtype: Any = "fp32", device: str | None = None):
+    """The model at ``path`` with the right auto class (text or vision-language), in ``dtype`` (a name or a
+    torch dtype), moved to ``device`` when given."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    torch_dtype = dtype if isinstance(dtype, torch.dtype) else resolve_dtype(dtype, device or "cpu")
+    auto = AutoModelForImageTextToText if is_vision_language(path) else AutoModelForCausalLM
+    model = auto.from_pretrained(str(path), dtype=torch_dtype)
+    return model.to(device) if device is not None else model
+
+
+def load_tokenizer(path: str | Path):
+    """The checkpoint's tokenizer (``AutoTokenizer``)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(path))
+
+
+def load_processor(path: str | Path, *, min_pixels: int | None = None, max_pixels: int | None = None):
+    """The processor of a vision-language checkpoint (None for a text model).
+
+    ``AutoProcessor`` first; where it cannot be built (the stock Qwen2.5-VL processor needs torchvision for
+    its video processor), the image-only processor of :mod:`ares_cli.models.processor` from the same files.
+    ``min_pixels``/``max_pixels`` override the image processor's resize bounds.
+    """
+    if not is_vision_language(path):
+        return None
+    from transformers import AutoProcessor
+
+    try:
+        processor = AutoProcessor.from_pretrained(str(path))
+    except (ImportError, AttributeError, ValueError, TypeError, OSError):
+        processor = None
+    if processor is None or getattr(processor, "image_processor", None) is None:
+        from ares_cli.models.processor import ImageOnlyProcessor
+
+        processor = ImageOnlyProcessor.from_pretrained(str(path))
+    size = dict(getattr(processor.image_processor, "size", None) or {})
+    if min_pixels is not None:
+        size["shortest_edge"] = int(min_pixels)
+        processor.image_processor.min_pixels = int(min_pixels)
+    if max_pixels is not None:
+        size["longest_edge"] = int(max_pixels)
+        processor.image_processor.max_pixels = int(max_pixels)
+    if size:
+        processor.image_processor.size = size
+    return processor
+
+
+def freeze_by_name(model, patterns: Iterable[str], *, keep: Iterable[str] = ()) -> int:
+    """``requires_grad=False`` on parameters whose dotted name has a part in ``patterns`` and none in
+    ``keep``; returns the number of frozen elements."""
+    patterns, keep = tuple(patterns), tuple(keep)
+    frozen = 0
+    for name, param in model.named_parameters():
+        parts = name.split(".")
+        if any(p in patterns for p in parts) and not any(k in keep for k in parts):
+            param.requires_grad_(False)
+            frozen += param.numel()
+    return frozen
+
+
+def freeze_vision_tower(model, *, train_merger: bool = False) -> int:
+    """Freeze the vision tower (ARES trains the language model alone); the vision-to-language merger is part
+    of the tower and frozen too unless ``train_merger``. Returns the number of frozen elements."""
+    return freeze_by_name(model, VISION_PATTERNS, keep=MERGER_PATTERNS if train_merger else ())
