@@ -96,3 +96,61 @@ def test_json_output_and_regrade(tmp_path):
     assert again["artifact_id"] != result["artifact_id"]
     # boxed_int compares integers only: p1's gold 0.5 is never matched; p2 has one exact 2 of five.
     assert again["avg@5"] == pytest.approx((0 + 1 / 5) / 2)
+
+
+def _choice_manifest(tmp_path: Path, rows: list[dict], answers: list[list[str]]) -> tuple[Path, Path]:
+    data = tmp_path / "mc.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    manifest = tmp_path / "mc-bench.yaml"
+    manifest.write_text(
+        "name: mc-bench\ndescription: choice fixture\nlicence: MIT\n"
+        f"source: {{local: {{path: {data}}}}}\n"
+        "field_map: {problem: q, answer: gold, id_from: qid, options: opts, meta: {seed: seed}}\n"
+        "grader: choice\naggregate: {kind: worst_case, group: seed}\n"
+    )
+    samples = tmp_path / "mc-samples.jsonl"
+    samples.write_text(
+        "".join(
+            json.dumps({"problem_id": r["qid"], "sample_idx": i, "response": a, "n_tokens": 5}) + "\n"
+            for r, resp in zip(rows, answers, strict=True)
+            for i, a in enumerate(resp)
+        )
+    )
+    return manifest, samples
+
+
+def test_manifest_grader_and_aggregate_through_eval(tmp_path):
+    rows = [
+        {"qid": "v1", "q": "Pick 12", "gold": "12", "opts": ["2", "12"], "seed": 1},
+        {"qid": "v2", "q": "Pick 2", "gold": "A", "opts": ["2", "12"], "seed": 1},
+    ]
+    answers = [[r"\boxed{12}", "Answer: B", "(A)"], [r"\boxed{2}", "Answer: A", "A or B"]]
+    manifest, samples = _choice_manifest(tmp_path, rows, answers)
+    store = ArtifactStore(tmp_path / "art")
+    run, results = run_eval(
+        store, model=None, cfg=EvalConfig(grade_workers=1), data=str(manifest), from_samples=str(samples),
+        log=lambda m: None,
+    )  # fmt: skip
+    result = results["mc-bench"]
+    assert store.manifest(run.final_dir)["config"]["graders"] == {"mc-bench": "choice"}
+    assert result["overall"]["avg@3"] == pytest.approx((2 / 3 + 2 / 3) / 2)
+    assert result["overall"]["invalid_rate"] == pytest.approx(1 / 6)
+    # worst case over the two variants of seed 1: samples 0 and 1 both right, sample 2 not
+    assert result["aggregate"]["score"] == pytest.approx(2 / 3) and result["aggregate"]["n_groups"] == 1
+    assert "worst_case score" in (run.final_dir / "results.md").read_text()
+    # --grader overrides the manifest's: as math, "Answer: B" has no box and is invalid
+    _, math = run_eval(
+        store, model=None, cfg=EvalConfig(grade_workers=1, grader="math"), data=str(manifest),
+        from_samples=str(samples), log=lambda m: None,
+    )  # fmt: skip
+    assert math["mc-bench"]["overall"]["invalid_rate"] == pytest.approx(4 / 6)
+
+
+def test_choice_gold_that_names_no_option_is_an_input_error(tmp_path):
+    rows = [{"qid": "v1", "q": "Pick", "gold": "7", "opts": ["2", "12"], "seed": 1}]
+    manifest, samples = _choice_manifest(tmp_path, rows, [[r"\boxed{A}"]])
+    proc = run_ares(
+        "eval", "--data", str(manifest), "--from-samples", str(samples), root=tmp_path, check=False
+    )
+    assert proc.returncode == 3
+    assert "problem v1" in proc.stderr and "neither an option letter" in proc.stderr

@@ -4,7 +4,10 @@ A field map names, per record field, the source column it comes from (``problem:
 ``id_from`` (a column, or ``index`` → ``<name>-<row index>``, 0-based), ``answer_after`` (gold is the text
 after the last separator, e.g. GSM8K's ``####``), ``answer_regex`` (first group, else the whole match),
 ``meta`` (meta key ← column) and ``difficulty`` (column → ``meta.difficulty``). A ``meta`` column holding an
-object is kept as the base of ``meta``. Written as a YAML mapping in manifests, or on the command line as
+object is kept as the base of ``meta``. Multiple-choice sources: ``options`` (a column holding the option
+list, or a list of columns holding one option each) → ``meta.options``, appended to the problem as
+``(A) ...`` lines; ``shuffle_options`` (true) orders them by a permutation seeded by the record id (GPQA
+stores the correct option first); ``options_text`` (a column of already formatted options, appended as is). Written as a YAML mapping in manifests, or on the command line as
 ``problem=question,answer=solution,id=index,meta.level=level``.
 """
 
@@ -25,6 +28,9 @@ _KEYS = (
     "answer_regex",
     "difficulty",
     "meta",
+    "options",
+    "options_text",
+    "shuffle_options",
 )
 _ALIASES = {"id": "id_from"}
 
@@ -42,6 +48,9 @@ class FieldMap:
     answer_regex: str | None = None
     difficulty: str | None = None
     meta: dict[str, str] = field(default_factory=dict)
+    options: tuple[str, ...] | str | None = None
+    options_text: str | None = None
+    shuffle_options: bool = False
 
     @classmethod
     def parse(cls, spec: dict | str | None, *, base: FieldMap | None = None) -> FieldMap:
@@ -68,6 +77,14 @@ class FieldMap:
                     raise ValueError("meta: must be a mapping (meta key: column) or a list of columns")
             elif key not in _KEYS:
                 raise ValueError(f"{raw_key}: unknown field map key (allowed: id, {', '.join(_KEYS)})")
+            elif key == "shuffle_options":
+                if not isinstance(value, bool):
+                    raise ValueError(f"shuffle_options: expected true or false, got {value!r}")
+                updates[key] = value
+            elif key == "options" and isinstance(value, (list, tuple)):
+                if not value:
+                    raise ValueError("options: expected a column or a non-empty list of columns")
+                updates[key] = tuple(_column(raw_key, v) for v in value)
             else:
                 updates[key] = _column(raw_key, value)
         if updates.get("answer_regex") is not None:
@@ -85,6 +102,10 @@ class FieldMap:
             cols.setdefault(self.id_from, "id")
         if self.difficulty:
             cols.setdefault(self.difficulty, "meta.difficulty")
+        for col in (self.options,) if isinstance(self.options, str) else self.options or ():
+            cols.setdefault(col, "meta.options")
+        if self.options_text:
+            cols.setdefault(self.options_text, "problem")
         return cols
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,14 +135,50 @@ class FieldMap:
         record["answer"] = answer
         images = row.get(self.images)
         if images is not None:
-            record["images"] = list(images) if isinstance(images, tuple) else images
+            record["images"] = (
+                list(images) if isinstance(images, tuple) else [images] if isinstance(images, str) else images
+            )
         meta = dict(row["meta"]) if isinstance(row.get("meta"), dict) else {}
         meta.update({key: lookup(row, col) for key, col in self.meta.items()})
         if self.difficulty:
             meta["difficulty"] = lookup(row, self.difficulty)
+        if self.options is not None:
+            options, problem = self._options(row, rid)
+            if problem:
+                errors["meta.options"] = problem
+            elif options:
+                meta["options"] = options
+                record["problem"] = _with_options(record["problem"], options)
+        if self.options_text and lookup(row, self.options_text) is not None:
+            record["problem"] = f"{record['problem']}\n{lookup(row, self.options_text)}"
         if meta:
             record["meta"] = meta
         return record, errors
+
+    def _options(self, row: dict, rid: Any) -> tuple[list[str], str | None]:
+        if isinstance(self.options, str):
+            value = lookup(row, self.options)
+            if isinstance(value, str):
+                import ast
+
+                try:
+                    value = ast.literal_eval(value)
+                except (ValueError, SyntaxError):
+                    return [], f"column {self.options!r} holds no option list ({_clip(value)!r})"
+            if value is None or (isinstance(value, (list, tuple)) and not value):
+                return [], None  # a free-form question of a mixed benchmark (MathVision, MMMU)
+            if not isinstance(value, (list, tuple)):
+                return [], f"column {self.options!r} must hold a list of options, got {_clip(str(value))!r}"
+            options = [str(v) for v in value]
+        else:
+            values = [lookup(row, col) for col in self.options or ()]
+            missing = [col for col, v in zip(self.options or (), values, strict=True) if v is None]
+            if missing:
+                return [], f"option column(s) {', '.join(missing)} empty"
+            options = [str(v).strip() for v in values]
+        if self.shuffle_options:
+            options = shuffled(options, str(rid))
+        return options, None
 
     def _extract(self, text: str) -> tuple[str | None, str | None]:
         if self.answer_after:
@@ -151,6 +208,25 @@ def lookup(row: dict, column: str) -> Any:
         else:
             return None
     return value
+
+
+def shuffled(options: list[str], key: str) -> list[str]:
+    """``options`` in a fixed pseudo-random order seeded by ``key`` (sha256), the same on every machine."""
+    import hashlib
+    import random
+
+    seed = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+    order = list(range(len(options)))
+    random.Random(seed).shuffle(order)
+    return [options[i] for i in order]
+
+
+def _with_options(problem: Any, options: list[str]) -> Any:
+    """The problem text followed by its options as ``(A) text`` lines."""
+    if not isinstance(problem, str):
+        return problem
+    lines = [f"({chr(ord('A') + i)}) {opt}" for i, opt in enumerate(options)]
+    return problem.rstrip() + "\n\n" + "\n".join(lines)
 
 
 def _parse_string(spec: str) -> dict[str, str]:

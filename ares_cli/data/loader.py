@@ -134,6 +134,13 @@ def read_hf(
     import datasets
 
     table = _Table([], [])
+    if split and "+" in split:  # several splits, concatenated in order (DynaMath's ten variants)
+        for part in split.split("+"):
+            sub = read_hf(hf_id, configs=configs, split=part, revision=revision)
+            table.rows += sub.rows
+            table.locations += sub.locations
+            table.parts += sub.parts
+        return table
     for config in configs:
         label = f"hf:{hf_id}" + (f":{config}" if config else "") + (f"@{split}" if split else "")
         local = Path(hf_id).expanduser()
@@ -180,7 +187,27 @@ def _load_manifest(m: Manifest, *, limit: int | None, fmap: FieldMap) -> LoadedD
         table.errors.insert(0, InputError(
             f"source has {n} rows, the manifest expects {m.expected_rows} (wrong revision/split, or a "
             "truncated file?)", file=m.path, field="expected_rows"))  # fmt: skip
+    if m.subset:
+        table = select_rows(table, m.subset)
+        prov["subset"] = dict(m.subset)
+        if not table.rows and not table.errors:
+            raise InputError(f"no row matches the subset {m.subset}", file=m.path, field="subset")
     return _finish(table, fmap, prov, name=m.name, label=m.source_label, limit=limit, manifest=m)
+
+
+def select_rows(table: _Table, subset: dict[str, Any]) -> _Table:
+    """The rows whose columns equal every ``subset`` value (MathVerse's vision-only version, say); a value
+    written ``{regex: ...}`` keeps the rows whose column it matches (AIME 2023 among AIME 2022-2024)."""
+
+    def match(value: Any, wanted: Any) -> bool:
+        if isinstance(wanted, dict) and set(wanted) == {"regex"}:
+            return value is not None and re.search(str(wanted["regex"]), str(value)) is not None
+        return value == wanted
+
+    keep = [i for i, row in enumerate(table.rows) if all(match(row.get(c), v) for c, v in subset.items())]
+    return _Table(
+        [table.rows[i] for i in keep], [table.locations[i] for i in keep], table.errors, table.parts
+    )
 
 
 def _finish(

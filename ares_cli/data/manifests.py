@@ -5,13 +5,16 @@ Schema (unknown keys are errors)::
     name: math500                   # must equal the file name without .yaml
     description: ...
     source:                         # exactly one of:
-      hf: {id: org/name, split: test, config: c | [c1, c2], revision: sha}   # configs are concatenated
+      hf: {id: org/name, split: test | [s1, s2], config: c | [c1, c2], revision: sha}  # concatenated
       local: {path: package:ares_cli/toy/data/train.jsonl}                   # or a path relative to the manifest
     field_map: {problem: question, answer: answer, id_from: index, ...}     # see ares_cli.data.fieldmap
     licence: MIT
     expected_rows: 500              # optional; a mismatch is an error
     source_label: math500           # the records' ``source`` (default: name)
     difficulty_field: level         # optional column copied to meta.difficulty
+    grader: math                    # math (default) | choice | boxed_int | module:function
+    subset: {problem_version: Vision Only}   # optional: keep only rows whose columns equal these values
+    aggregate: {kind: worst_case, group: qid}  # optional benchmark score (ares_cli.aggregations)
 
 Lookup order: ``$ARES_MANIFESTS`` (os.pathsep-separated, first wins), then the repository's top-level
 ``data_manifests/`` (``Path(ares_cli.__file__).parents[1]``), then ``ares_cli/data_manifests/`` if installed.
@@ -33,7 +36,7 @@ ENV_VAR = "ARES_MANIFESTS"
 PACKAGE_PREFIX = "package:"
 _TOP_KEYS = {
     "name", "description", "source", "field_map", "licence", "license", "expected_rows", "source_label",
-    "difficulty_field", "homepage", "citation", "notes",
+    "difficulty_field", "homepage", "citation", "notes", "grader", "subset", "aggregate",
 }  # fmt: skip
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -68,6 +71,9 @@ class Manifest:
     expected_rows: int | None
     source_label: str
     path: Path
+    grader: str | None = None
+    subset: dict[str, Any] | None = None
+    aggregate: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain mapping for summaries and provenance."""
@@ -80,7 +86,8 @@ class Manifest:
         return {
             "name": self.name, "description": self.description, "source": source, "licence": self.licence,
             "field_map": self.field_map.to_dict(), "expected_rows": self.expected_rows,
-            "source_label": self.source_label, "path": str(self.path),
+            "source_label": self.source_label, "path": str(self.path), "grader": self.grader,
+            "subset": self.subset, "aggregate": self.aggregate,
         }  # fmt: skip
 
 
@@ -186,11 +193,26 @@ def parse_manifest(path: str | Path) -> Manifest:
             fmap = FieldMap.parse({"difficulty": doc["difficulty_field"]}, base=fmap)
         except ValueError as exc:
             err("difficulty_field", str(exc))
+    grader = doc.get("grader")
+    if grader is not None and (not isinstance(grader, str) or not grader.strip()):
+        err("grader", "must be a grader name (math, choice, boxed_int) or 'module:function'")
+    subset = doc.get("subset")
+    if subset is not None and (not isinstance(subset, dict) or not subset):
+        err("subset", "must be a non-empty mapping of column: value")
+    aggregate = doc.get("aggregate")
+    if aggregate is not None:
+        from ares_cli.aggregations import check_spec
+
+        try:
+            check_spec(aggregate)
+        except ValueError as exc:
+            err("aggregate", str(exc))
     if errors:
         raise InputErrors(errors)
     return Manifest(
         name=name, description=description, source=source, field_map=fmap, licence=licence,
-        expected_rows=expected, source_label=label, path=path,
+        expected_rows=expected, source_label=label, path=path, grader=grader, subset=subset,
+        aggregate=aggregate,
     )  # fmt: skip
 
 
@@ -227,6 +249,9 @@ def _parse_source(src: Any, path: Path, err) -> HFSource | LocalSource | None:
             err("source.local.path", f"unsupported file type {resolved.suffix!r} (.jsonl, .json, .parquet)")
         return LocalSource(path=resolved, spec=spec)
     bad = False
+    split = body.get("split")
+    if isinstance(split, list) and split and all(isinstance(x, str) and x.strip() for x in split):
+        body = {**body, "split": "+".join(x.strip() for x in split)}  # splits are concatenated in order
     for key in ("id", "split"):
         if not isinstance(body.get(key), str) or not body[key].strip():
             err(f"source.hf.{key}", "missing or not a string")

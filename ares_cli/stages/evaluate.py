@@ -32,6 +32,10 @@ class EvalConfig(SamplingConfig):
     top_p: float = option(0.7, "Nucleus mass (PAEC evaluation: 0.7).")
     seed: int = option(42, "Base seed (PAEC evaluation: 42).")
     max_new_tokens: int = option(8192, "Generation budget (PAEC evaluation: 8192).")
+    grader: str | None = option(
+        None,
+        "Grader name or module:function for every benchmark (default: each manifest's, else math_verify).",
+    )
     benches: list[str] = option([], "Benchmarks as NAME or NAME:K (K overrides k for that benchmark).")
     difficulty_key: str = option("difficulty", "Problem meta field used for the per-difficulty breakdown.")
 
@@ -56,10 +60,16 @@ def bench_name(source: str) -> str:
 
 
 def score_benchmark(
-    problems: list[dict], samples: list[dict], k: int, difficulty: dict[str, Any], difficulty_key: str
+    problems: list[dict],
+    samples: list[dict],
+    k: int,
+    difficulty: dict[str, Any],
+    difficulty_key: str,
+    aggregate: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Metrics for one benchmark: overall, per source and per difficulty (pure)."""
-    from ares_cli import metrics
+    """Metrics for one benchmark: overall, per source and per difficulty, and the manifest's aggregate
+    score (DynaMath worst case, We-Math strict) when it names one (pure)."""
+    from ares_cli import aggregations, metrics
 
     groups = {}
     for p in problems:
@@ -69,6 +79,11 @@ def score_benchmark(
     result = {"overall": metrics.summarize(scored, k), "by_source": metrics.breakdown(scored, "source", k)}
     if any(g["difficulty"] is not None for g in groups.values()):
         result["by_difficulty"] = metrics.breakdown(scored, "difficulty", k)
+    if aggregate:
+        try:
+            result["aggregate"] = aggregations.aggregate(aggregate, problems, samples, k)
+        except ValueError as exc:
+            raise InputError(str(exc), field="aggregate") from None
     return result
 
 
@@ -101,6 +116,12 @@ def markdown_table(name: str, result: dict[str, Any]) -> str:
     lines.append(row("all", overall))
     for level, m in result.get("by_difficulty", {}).items():
         lines.append(row(f"difficulty {level}", m))
+    agg = result.get("aggregate")
+    if agg:
+        lines += [
+            "",
+            f"{agg['kind']} score: {agg['score']:.3f} ± {agg['score_se']:.3f} ({agg['n_groups']} groups)",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -146,11 +167,20 @@ def run_eval(
                 loaded[plan["name"]].records, loaded[plan["name"]].provenance, role=f"bench:{plan['name']}"
             )
         )
+    for plan in benches:
+        manifest = loaded[plan["name"]].manifest
+        plan["grader"] = cfg.grader or plan.get("grader") or (manifest and manifest.grader) or "math_verify"
+        plan.setdefault("aggregate", manifest.aggregate if manifest else None)
+        check_golds(loaded[plan["name"]].records, plan["grader"], plan["source"])
     difficulty: dict[str, Any] = {}
     if difficulty_ref is not None:
         difficulty, ref = difficulty_from_passrate(store, difficulty_ref)
         inputs.append(ref)
-    config = to_dict(cfg) | {"benches": [f"{p['name']}:{p['k']}" for p in benches]}
+    config = to_dict(cfg) | {
+        "benches": [f"{p['name']}:{p['k']}" for p in benches],
+        "graders": {p["name"]: p["grader"] for p in benches},
+        "aggregates": {p["name"]: p["aggregate"] for p in benches if p["aggregate"]},
+    }
     run = store.open_stage(
         "eval", code_version=CODE_VERSION, config=config, inputs=inputs, seeds={"seed": cfg.seed}, force=force
     )
@@ -160,14 +190,16 @@ def run_eval(
     for plan in benches:
         name, k = plan["name"], plan["k"]
         problems = sorted(loaded[name].records, key=lambda p: p["id"])
-        bench_cfg = replace(cfg, k=k, replay_file=plan.get("replay"))
+        bench_cfg = replace(cfg, k=k, replay_file=plan.get("replay"), grader=plan["grader"])
         (run.work_dir / "problems").mkdir(exist_ok=True)
         (run.work_dir / "samples").mkdir(exist_ok=True)
         write_jsonl(run.work_dir / "problems" / f"{name}.jsonl", problems)
         rows = run.rows(f"samples/{name}.jsonl", SAMPLE_KEY)
         log(f"eval: {name}: {len(problems)} problems x {k} samples")
         timing[name] = _sample_and_vote(problems, rows, bench_cfg, model_path, log)
-        results[name] = score_benchmark(problems, list(rows.rows.values()), k, difficulty, cfg.difficulty_key)
+        results[name] = score_benchmark(
+            problems, list(rows.rows.values()), k, difficulty, cfg.difficulty_key, plan["aggregate"]
+        )
         tables.append(markdown_table(name, results[name]))
     (run.work_dir / "results.json").write_text(
         json.dumps(strict_json(results), indent=2, sort_keys=True) + "\n"
@@ -184,7 +216,8 @@ def _bench_plan(store, cfg: EvalConfig, *, data, from_samples, regrade) -> list[
         if manifest["stage"] != "eval":
             raise InputError(f"{manifest['artifact_id']} is not an eval artifact")
         plans = []
-        for spec in manifest["config"]["benches"]:
+        earlier = manifest["config"]
+        for spec in earlier["benches"]:
             name, k = parse_bench(spec, cfg.k)
             plans.append(
                 {
@@ -192,6 +225,8 @@ def _bench_plan(store, cfg: EvalConfig, *, data, from_samples, regrade) -> list[
                     "k": k,
                     "source": str(directory / "problems" / f"{name}.jsonl"),
                     "replay": str(directory / "samples" / f"{name}.jsonl"),
+                    "grader": (earlier.get("graders") or {}).get(name) or earlier.get("grader"),
+                    "aggregate": (earlier.get("aggregates") or {}).get(name),
                 }
             )
         return plans
@@ -218,6 +253,25 @@ def _bench_plan(store, cfg: EvalConfig, *, data, from_samples, regrade) -> list[
     if len({p["name"] for p in plans}) != len(plans):
         raise UsageError("a benchmark is named twice")
     return plans
+
+
+def check_golds(problems: list[dict], grader: str, source: str) -> None:
+    """A choice grader needs every gold to name an option: report each one that does not (exit 3)."""
+    from ares_cli.grading import resolve_grader
+
+    if not resolve_grader(grader).with_options:
+        return
+    from ares_cli.errors import InputErrors
+    from ares_cli.grading.choice import choice_gold, gold_letter, parse_options
+
+    errors = []
+    for p in problems:
+        try:
+            gold_letter(choice_gold(p["answer"], parse_options((p.get("meta") or {}).get("options"))))
+        except ValueError as exc:
+            errors.append(InputError(f"problem {p['id']}: {exc}", file=source, field="answer"))
+    if errors:
+        raise InputErrors(errors)
 
 
 def _sample_and_vote(problems, rows, cfg: EvalConfig, model_path, log) -> dict[str, float]:
