@@ -93,7 +93,9 @@ def wemath_outcomes(
     return scores, counts
 
 
-def aggregate(spec: Mapping[str, str], problems: Sequence[Mapping], samples: Sequence[Mapping], k: int) -> dict:
+def aggregate(
+    spec: Mapping[str, str], problems: Sequence[Mapping], samples: Sequence[Mapping], k: int
+) -> dict:
     """The manifest's aggregate score for one benchmark: ``{kind, score, score_se, n_groups, ...}``."""
     correct = correct_by_problem(samples, k)
     meta = {str(p["id"]): p.get("meta") or {} for p in problems if str(p["id"]) in correct}
