@@ -39,8 +39,8 @@ def _batch(seed: int = 0):
 
 
 def _algo(*sets: str):
-    from ares_cli.training.rl.algos import build_algorithm
     from ares_cli.training.rl.config import resolve_rl_config
+    from ares_cli.training.rl.registry import build_algorithm
 
     return build_algorithm(resolve_rl_config(sets=["rollout.group_size=4", *sets]), lambda x: x)
 

@@ -185,3 +185,27 @@ def test_eq4_garbage_at_padding_never_leaks():
     mask = torch.tensor([[1, 1, 0, 0]])
     assert window_entropy(h, mask, window=4).tolist() == [[2.0, 3.0, 0.0, 0.0]]
     assert batch_threshold(h, mask, quantile=0.5).item() == 2.0
+
+
+def test_sec321_median_threshold_is_global_across_ranks():
+    """Two ranks holding different rows take the same τ: the median of *all* rows' quantiles."""
+    g = torch.Generator().manual_seed(5)
+    h = torch.rand(7, 12, generator=g, dtype=torch.float64)
+    mask = torch.arange(12)[None] < torch.tensor([12, 3, 9, 1, 12, 6, 0])[:, None]
+    rows = [slice(0, 2), slice(2, 7)]  # rank 0: 2 rows, rank 1: 5 rows (one empty)
+    from ares_cli.algorithms.aepo import detect_hwe
+
+    quantiles = [masked_row_quantile(h[r], mask[r], 0.95) for r in rows]
+    per_rank = [q[has].to(torch.float64) for q, has in quantiles]
+
+    def gather(_mine):  # what all_gather returns on every rank: both ranks' rows, in rank order
+        return torch.cat(per_rank)
+
+    full = batch_threshold(h, mask, reduce="median")
+    taus = [batch_threshold(h[r], mask[r], reduce="median", all_gather=gather) for r in rows]
+    assert taus[0].item() == pytest.approx(full.item()) and taus[1].item() == pytest.approx(full.item())
+    cfg = AEPOConfig(threshold_mode="median")
+    dets = [detect_hwe(h[r], mask[r], cfg, all_gather=gather) for r in rows]
+    assert dets[0].threshold.item() == pytest.approx(full.item()) == dets[1].threshold.item()
+    # without the gather each rank would use its own rows' median
+    assert batch_threshold(h[rows[0]], mask[rows[0]], reduce="median").item() != pytest.approx(full.item())

@@ -6,12 +6,15 @@ import torch
 from ares_cli.algorithms.aepo import EASY, HARD, MEDIUM, AEPOConfig
 from ares_cli.algorithms.aepo_reward import (
     aepo_rewards,
+    group_caps,
     hierarchical_reward,
     lagrange_multiplier,
+    shaped_reward,
     shaping_direction,
     token_bonus,
 )
 from ares_cli.algorithms.controllers import HETargetTracker
+from ares_cli.errors import UsageError
 
 D = torch.float64
 
@@ -127,3 +130,76 @@ def test_alg1_line19_token_bonus():
     assert token_bonus(w, hwe, mask, b, lam, 2.0, baseline="none").tolist() == [[0.5, 0.0, 1.0, 0.0]]
     tanh = token_bonus(w, hwe, mask, b, lam, 2.0, phi="tanh", baseline="none")
     assert tanh[0, :3].tolist() == pytest.approx([0.5 * 0.7615942, 0.0, 0.5 * 0.9640276])
+
+
+def test_appendix_i_cap_is_per_group_and_logged_when_it_binds():
+    """Group 0's correct answer scores at its incorrect one (overlong penalty): its cap is 0, group 1 is
+    still shaped (a batch-wide cap would have turned shaping off everywhere)."""
+    r_acc = torch.tensor([0.0, 0.0, 1.0, 0.0])
+    correct = torch.tensor([True, False, True, False])
+    groups = torch.tensor([0, 0, 1, 1])
+    n_he = torch.tensor([9.0, 9.0, 9.0, 9.0])
+    b = torch.full((4,), HARD)
+    target, lam = torch.tensor([0, 0, 5.0], dtype=D), torch.tensor([0, 0, 0.1], dtype=D)
+    assert group_caps(r_acc, correct, groups, 1.0).tolist() == [0.0, 0.0, 0.5, 0.5]
+    out, metrics = shaped_reward(r_acc, correct, n_he, b, target, lam, "appendix_i", groups=groups)
+    # delta = 4: +0.1*4 = 0.4 on group 1 (below its cap 0.5), nothing on group 0
+    assert out.tolist() == pytest.approx([0.0, 0.0, 1.4, 0.4])
+    assert metrics["aepo/cap_zero_group_frac"] == 0.5 and metrics["aepo/cap_bound_frac"] == 0.5
+    big, m2 = shaped_reward(r_acc, correct, n_he, b, target, lam * 10, "appendix_i", groups=groups)
+    assert big.tolist() == pytest.approx([0.0, 0.0, 1.5, 0.5]) and m2["aepo/cap_bound_frac"] == 1.0
+
+
+def test_appendix_i_mild_encouragement_of_failed_easy_answers():
+    r_acc = torch.tensor([1.0, 0.0, 0.0])
+    correct = r_acc.bool()
+    n_he = torch.tensor([1.0, 1.0, 7.0])
+    b = torch.full((3,), EASY)
+    target, lam = torch.tensor([3.0, 0, 0], dtype=D), torch.tensor([0.1, 0, 0], dtype=D)
+    out = hierarchical_reward(r_acc, correct, n_he, b, target, lam, "appendix_i", easy_explore=0.1)
+    # correct under target: 0; incorrect under target (delta -2): +0.1*0.1*2; incorrect over (+4): -0.4
+    assert out.tolist() == pytest.approx([1.0, 0.02, -0.4])
+    off = hierarchical_reward(r_acc, correct, n_he, b, target, lam, "appendix_i", easy_explore=0.0)
+    assert off.tolist() == pytest.approx([1.0, 0.0, -0.4])
+
+
+def test_alg1_line14_reward_hand_computed():
+    r_acc = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    correct = r_acc.bool()
+    n_he = torch.tensor([2.0, 6.0, 1.0, 4.0])
+    lengths = torch.tensor([10, 20, 5, 8])
+    b = torch.tensor([EASY, EASY, HARD, HARD])
+    groups = torch.tensor([0, 0, 1, 1])
+    target, lam = torch.tensor([3.0, 0, 4.0], dtype=D), torch.tensor([0.2, 0, 0.1], dtype=D)
+    out = hierarchical_reward(r_acc, correct, n_he, b, target, lam, "alg1", groups=groups, lengths=lengths)
+    # S_d: easy incorrect delta 3 -> -0.2*3 = -0.6; hard incorrect delta -3 -> -0.1*3 = -0.3; correct 0
+    # cost -lam C/L: -0.2*2/10, -0.2*6/20, -0.1*1/5, -0.1*4/8; caps 0.5 per group
+    expect = [1 - 0.04, -0.5, -0.32, 1 - 0.05]  # -0.6 - 0.06 clipped to -0.5
+    assert out.tolist() == pytest.approx(expect)
+    by_target = hierarchical_reward(r_acc, correct, n_he, b, target, lam, "alg1", groups=groups,
+                                    alg1_norm="target")  # fmt: skip
+    assert by_target[0].item() == pytest.approx(1 - 0.2 * 2 / 3)
+    with pytest.raises(UsageError, match="lengths"):
+        hierarchical_reward(r_acc, correct, n_he, b, target, lam, "alg1")
+
+
+@pytest.mark.parametrize("variant", ["appendix_i", "alg1"])
+def test_invariant_correct_never_below_incorrect_within_group(variant):
+    g = torch.Generator().manual_seed(2)
+    for trial in range(200):
+        n = int(torch.randint(2, 40, (1,), generator=g))
+        groups = torch.randint(0, 4, (n,), generator=g)
+        correct = torch.rand(n, generator=g) < 0.5
+        r_acc = correct.float() - 0.6 * (torch.rand(n, generator=g) < 0.3)  # overlong-like penalties
+        n_he = torch.randint(0, 200, (n,), generator=g).float()
+        b = torch.randint(0, 3, (n,), generator=g)
+        target = torch.rand(3, generator=g, dtype=D) * 200
+        lam = torch.rand(3, generator=g, dtype=D) * (10.0 ** float(torch.randint(-3, 4, (1,), generator=g)))
+        lengths = torch.randint(200, 400, (n,), generator=g)
+        out = hierarchical_reward(
+            r_acc, correct, n_he, b, target, lam, variant, groups=groups, lengths=lengths
+        )
+        for k in range(4):
+            c, i = correct & (groups == k), ~correct & (groups == k)
+            if c.any() and i.any() and r_acc[c].min() > r_acc[i].max():
+                assert out[c].min() >= out[i].max() - 1e-6, (trial, k)

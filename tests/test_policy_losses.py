@@ -18,7 +18,8 @@ from ares_cli.algorithms.policy_losses import (
 )
 from ares_cli.errors import UsageError
 
-CFG = PolicyLossConfig()  # eps_low 0.2, eps_high 0.28, dual clip 3
+# the hand-computed values below use clip-higher 0.28 and the Clip/KL-Cov paper's 7B constants
+CFG = PolicyLossConfig(clip_high=0.28, cispo_eps_high=0.28, kl_cov_ratio=2e-3, kl_cov_coef=1.0)
 
 
 def lp_pair(ratios, base=-1.0):
@@ -93,7 +94,7 @@ def test_token_level_advantages_and_weights():
 def test_cispo_one_and_two_sided(eps_low, grads):
     lp, old = lp_pair([1.5, 0.5, 1.0])
     adv = torch.tensor([1.0])
-    cfg = PolicyLossConfig(cispo_eps_low=eps_low)
+    cfg = PolicyLossConfig(cispo_eps_low=eps_low, cispo_eps_high=0.28)
     per_tok, m = policy_loss(
         "cispo", lp, old, torch.tensor([[1.0, 1.0, 2.0]]), torch.ones(1, 3), config=cfg, aggregation=None
     )

@@ -76,7 +76,8 @@ def test_presets_and_precedence(tmp_path):
 
 
 def test_registry_lists_valid_names():
-    from ares_cli.training.rl.algos import ALGORITHMS, Algorithm, build_algorithm
+    from ares_cli.training.rl.algos import Algorithm
+    from ares_cli.training.rl.registry import ALGORITHMS, build_algorithm
 
     build_algorithm(_cfg("algo=paec"), lambda t: t)
     assert {"aepo", "paec", "grpo"} <= set(ALGORITHMS.names())
@@ -148,8 +149,9 @@ def test_preset_runs_end_to_end(algo, tiny_model_dir, tmp_path):
 
 def test_hooks_drive_the_trainer(tiny_model_dir, tmp_path):
     """A custom algorithm registered by name changes rewards, KL weights and the loss through the hooks."""
-    from ares_cli.training.rl.algos import ALGORITHMS, Algorithm
+    from ares_cli.training.rl.algos import Algorithm
     from ares_cli.training.rl.config import PRESETS
+    from ares_cli.training.rl.registry import ALGORITHMS
 
     calls = []
 
@@ -188,8 +190,8 @@ def test_hooks_drive_the_trainer(tiny_model_dir, tmp_path):
 @pytest.mark.parametrize("algo", ["grpo", "paec"])
 def test_gradient_independent_of_micro_batch(algo, tiny_model_dir):
     from ares_cli.models import load_model
-    from ares_cli.training.rl.algos import build_algorithm
     from ares_cli.training.rl.batch import collate, rollout_pass
+    from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.rollout import Group
     from ares_cli.training.rl.update import minibatch_backward
 
@@ -249,3 +251,49 @@ def test_stopped_and_resumed_run_reproduces_uninterrupted(tiny_model_dir, tmp_pa
     wb = load_file(str(tmp_path / "resumed/model/model.safetensors"))
     for name in wa:
         torch.testing.assert_close(wa[name], wb[name], atol=1e-6, rtol=0)
+
+
+# ---- one source of defaults, one import direction ---------------------------------------------------------
+def test_loss_defaults_have_one_source():
+    from dataclasses import fields
+
+    from ares_cli.algorithms.policy_losses import PolicyLossConfig
+    from ares_cli.training.rl.config import LossConfig
+
+    lib = {f.name: f.default for f in fields(PolicyLossConfig)}
+    shared = [f for f in fields(LossConfig) if f.name in lib]
+    assert len(shared) >= 12
+    for f in shared:
+        assert f.default == lib[f.name], f.name
+    assert (lib["clip_high"], lib["cispo_eps_high"], lib["kl_cov_ratio"], lib["kl_cov_coef"]) == (
+        0.2,
+        5.0,
+        2e-4,
+        0.1,
+    )
+
+
+def test_paec_temperature_is_not_a_dead_option():
+    """PAEC's statistics use the rollout temperature (the trainer's one statistics pass): no second knob."""
+    with pytest.raises(UsageError, match="temperature"):
+        _cfg("algo=paec", "paec.temperature=0.7")
+
+
+def test_algorithm_imports_run_one_way():
+    import ast
+
+    root = Path(__file__).resolve().parents[1] / "ares_cli/training/rl"
+
+    def imported(name):
+        tree = ast.parse((root / name).read_text())
+        return {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | {
+            f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+            for a in n.names
+        }  # fmt: skip
+
+    members = sorted(p.name for p in root.glob("algos*.py"))
+    assert {"algos.py", "algos_adaptive.py"} <= set(members)
+    for name in members:
+        deps = imported(name)
+        assert not any("registry" in d and "algorithms.registry" not in d for d in deps), name
+    assert not any(".algos_" in d for d in imported("algos.py"))

@@ -26,7 +26,7 @@ BUCKETS: tuple[str, str, str] = ("easy", "medium", "hard")
 
 WINDOW_MODES = ("paper", "next")
 THRESHOLD_MODES = ("mean", "median", "ema")
-REWARD_VARIANTS = ("paper", "appendix_i")
+REWARD_VARIANTS = ("paper", "appendix_i", "alg1")
 TARGET_SOURCES = ("ema", "running_mean", "fixed", "batch")
 LAMBDA_MODES = ("paper", "directional")
 KL_CTRL_SIGNALS = ("sequence", "alg1", "token")
@@ -57,8 +57,13 @@ class AEPOConfig:
         True, "Hierarchical entropy reward (sec. 3.2.2); false = plain accuracy reward (table 5 ablation)."
     )
     reward_variant: str = option(
-        "paper", '"paper": penalise incorrect only (sec. 3.2.2); "appendix_i": fig. 9 shaping.'
+        "paper",
+        '"paper": penalise incorrect only (sec. 3.2.2); "appendix_i": fig. 9; "alg1": R_acc+S_d-lam C/Z.',
     )
+    easy_explore: float = option(
+        0.1, "appendix_i: mu, the mild encouragement of failed easy answers below target (fraction of lam)."
+    )
+    alg1_norm: str = option("length", 'alg1: Z of C_ent/Z, "length" (L_i) or "target" (N_target(d)).')
     target_source: str = option(
         "ema", 'N_target(d): "ema" of previous batches, "running_mean", "fixed", "batch".'
     )
@@ -104,6 +109,9 @@ class AEPOConfig:
         _choice("target_source", self.target_source, TARGET_SOURCES)
         _choice("lambda_mode", self.lambda_mode, LAMBDA_MODES)
         _choice("kl_ctrl_signal", self.kl_ctrl_signal, KL_CTRL_SIGNALS)
+        _choice("alg1_norm", self.alg1_norm, ("length", "target"))
+        if not 0.0 <= self.easy_explore <= 1.0:
+            raise UsageError(f"easy_explore must lie in [0, 1], got {self.easy_explore}")
         _choice("token_bonus_phi", self.token_bonus_phi, ("identity", "tanh"))
         _choice("token_bonus_baseline", self.token_bonus_baseline, ("mean", "none"))
         if self.window < 1:
@@ -190,6 +198,7 @@ def masked_row_quantile(
 
 
 AllReduce = Callable[[torch.Tensor], torch.Tensor]
+AllGather = Callable[[torch.Tensor], torch.Tensor]  # 1-D tensor -> every rank's, concatenated in rank order
 
 
 def batch_threshold(
@@ -198,18 +207,22 @@ def batch_threshold(
     quantile: float = 0.95,
     reduce: str = "mean",
     all_reduce: AllReduce | None = None,
+    all_gather: AllGather | None = None,
 ) -> torch.Tensor:
-    """Batch HWE threshold τ_high (section 3.2.1; algorithm 1 lines 9-10).
+    """Batch HWE threshold τ_high (section 3.2.1; algorithm 1 lines 9-10), global over ranks.
 
     τ = (1/|D|) Σ_y Quantile_0.95({H_t(y)}) over trajectories with at least one response token.
     ``reduce="median"`` takes the median of the per-row quantiles instead (the reference code); the
     ``ema`` option is the :class:`~ares_cli.algorithms.controllers.ThresholdEMA` controller on top of the
-    mean. ``all_reduce`` (sum across ranks) makes the mean global; the median is over the rows passed in
-    (gather rows first for a global median). Returns a 0-dim tensor (0 for an empty batch).
+    mean. ``all_reduce`` (sum across ranks) makes the mean global; ``all_gather`` (concatenation of a 1-D
+    tensor across ranks) makes the median global: every rank gathers every rank's per-row quantiles, so
+    all ranks take the same τ. Returns a 0-dim tensor (0 for an empty batch).
     """
     q, has = masked_row_quantile(entropy, mask, quantile)
     if reduce == "median":
         vals = q[has]
+        if all_gather is not None:
+            vals = all_gather(vals.to(torch.float64)).to(q.dtype)
         if vals.numel() == 0:
             return torch.zeros((), dtype=q.dtype, device=q.device)
         srt = vals.sort().values
@@ -329,6 +342,7 @@ def detect_hwe(
     ema=None,
     trigger: torch.Tensor | None = None,
     all_reduce: AllReduce | None = None,
+    all_gather: AllGather | None = None,
 ) -> HWEDetection:
     """Window entropy (eq. 4) → threshold τ (sec. 3.2.1) → HWE mask (eq. 12) → N_HE (eq. 13) per config.
 
@@ -336,7 +350,8 @@ def detect_hwe(
     ``threshold_mode="ema"``; ``trigger`` the appendix-H positions, required when ``use_trigger_vocab``.
     """
     reduce = "median" if cfg.threshold_mode == "median" else "mean"
-    tau_b = batch_threshold(entropy, mask, cfg.quantile, reduce=reduce, all_reduce=all_reduce)
+    tau_b = batch_threshold(entropy, mask, cfg.quantile, reduce=reduce, all_reduce=all_reduce,
+                            all_gather=all_gather)  # fmt: skip
     tau = tau_b
     if cfg.threshold_mode == "ema":
         if ema is None:

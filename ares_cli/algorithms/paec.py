@@ -36,7 +36,6 @@ class PAECConfig:
 
     top_p: float = option(0.85, "Nucleus mass p of eq. 5 (peak_prob_p).")
     top_k: int = option(10000, "Cap on the nucleus size (peak_prob_topk).")
-    temperature: float = option(1.0, "Softmax temperature of π (rollout temperature 1.0 in the paper).")
     beta: float = option(0.3, "Weight β of the competition score s2 in eq. 9.")
     quantile: float = option(0.8, "Per-response quantile ρ of the score threshold τ (eq. 10).")
     sharpness: float = option(12.0, "κ of the soft mask σ(κ(s − τ)) (eq. 10).")
@@ -59,8 +58,8 @@ class PAECConfig:
             raise UsageError(f"quantile must lie in [0, 1], got {self.quantile}")
         if not 0.0 < self.rho_min < 1.0:
             raise UsageError(f"rho_min must lie in (0, 1), got {self.rho_min}")
-        if self.sharpness <= 0 or self.temperature <= 0:
-            raise UsageError("sharpness and temperature must be > 0")
+        if self.sharpness <= 0:
+            raise UsageError("sharpness must be > 0")
 
     @classmethod
     def field_help(cls) -> dict[str, str]:

@@ -52,18 +52,20 @@ POLICY_LOSSES: Registry = Registry("policy loss")
 
 @dataclass(frozen=True)
 class PolicyLossConfig:
-    """Every constant of every policy loss, with the defaults named in the module docstring."""
+    """Every constant of every policy loss, with the papers' defaults (GRPO/PAEC clip 0.2/0.2; CISPO,
+    Clip-Cov and KL-Cov as PAEC's baselines ran them). The single source of these defaults: the trainer's
+    ``LossConfig`` takes each shared field's default from here."""
 
     clip_low: float = option(0.2, "PPO ratio clip below 1 (eps_low).")
-    clip_high: float = option(0.28, "PPO ratio clip above 1 (eps_high; DAPO clip-higher 0.28).")
+    clip_high: float = option(0.2, "PPO ratio clip above 1 (eps_high: 0.2; DAPO clip-higher 0.28).")
     dual_clip: float | None = option(3.0, "Dual-clip c on negative advantages (Ye et al. 2020; None = off).")
     cispo_eps_low: float | None = option(None, "CISPO lower clip; None = one-sided as in MiniMax-M1.")
-    cispo_eps_high: float = option(0.28, "CISPO upper clip.")
+    cispo_eps_high: float = option(5.0, "CISPO upper clip (PAEC baseline: 5.0).")
     clip_cov_ratio: float = option(2e-4, "Clip-Cov fraction of valid tokens whose loss is zeroed.")
     clip_cov_lb: float = option(1.0, "Clip-Cov covariance band lower bound.")
     clip_cov_ub: float = option(5.0, "Clip-Cov covariance band upper bound.")
-    kl_cov_ratio: float = option(2e-3, "KL-Cov fraction of top-covariance tokens given the |log-ratio| term.")
-    kl_cov_coef: float = option(1.0, "KL-Cov coefficient of the |logprob - old_logprob| term.")
+    kl_cov_ratio: float = option(2e-4, "KL-Cov fraction of top-covariance tokens (PAEC baseline: 2e-4).")
+    kl_cov_coef: float = option(0.1, "KL-Cov coefficient of the |log-ratio| term (PAEC baseline: 0.1).")
     entropy_coef: float = option(0.0, "Global entropy bonus: per-token loss -= entropy_coef * H_t.")
     top_entropy_frac: float | None = option(
         None, "Keep the PG term only on this top fraction of tokens by entropy (80/20: 0.2; None = all)."

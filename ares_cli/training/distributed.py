@@ -245,3 +245,15 @@ def open_stage_on_main(store, dist_state, stage: str, **kwargs) -> tuple[Any, di
     if "error" in info:
         raise StageFailure(f"rank 0 could not open the artifact: {info['error']}")
     return run, info
+
+
+def all_gather_1d(tensor):
+    """Every rank's 1-D float ``tensor``, concatenated in rank order (any lengths; identity in one process).
+
+    Values travel as JSON floats (exact round trip for float64), through :func:`all_gather_json`."""
+    import torch
+
+    if not is_initialized():
+        return tensor
+    parts = all_gather_json(tensor.detach().to(torch.float64).cpu().tolist())
+    return torch.tensor([x for p in parts for x in p], dtype=tensor.dtype, device=tensor.device)

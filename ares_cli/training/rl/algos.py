@@ -14,8 +14,10 @@ The trainer calls, per step and in this order (it never asks which algorithm it 
 
 GRPO, DAPO, Dr.GRPO, CISPO, Clip-Cov, KL-Cov, global entropy and 80/20 top-entropy use this base class:
 they differ only in configuration (their presets in :mod:`.config`). AEPO and PAEC override hooks
-(:mod:`.algos_adaptive`). ``reduce`` is a sum across ranks (identity in one process); every statistic
-that drives a decision is reduced with it, so 1 and N processes make the same decisions.
+(:mod:`.algos_adaptive`), AER in :mod:`.algos_aer`; the names live in :mod:`.registry`, which sits above
+all of them (imports run registry -> members -> this module). ``reduce`` is a sum across ranks and
+``gather`` a concatenation of 1-D tensors across ranks (identities in one process); every statistic that
+drives a decision goes through one of them, so 1 and N processes make the same decisions.
 """
 
 from __future__ import annotations
@@ -26,17 +28,15 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ares_cli.algorithms.registry import Registry
-
-ALGORITHMS: Registry = Registry("RL algorithm")
 Reduce = Callable[[Tensor], Tensor]
 
 
 class Algorithm:
     """Default hooks: outcome rewards, uniform KL weights, no extra loss, no controllers."""
 
-    def __init__(self, cfg, reduce: Reduce):
+    def __init__(self, cfg, reduce: Reduce, gather: Reduce | None = None):
         self.cfg, self.reduce = cfg, reduce
+        self.gather = gather if gather is not None else (lambda t: t)
 
     # -- what to compute ---------------------------------------------------------------------------
     def rollout_stats(self) -> tuple[str, ...]:
@@ -90,10 +90,6 @@ class Algorithm:
         return {}
 
 
-for _name in ("grpo", "dapo", "drgrpo", "cispo", "clip_cov", "kl_cov", "entropy", "topent"):
-    ALGORITHMS.register(_name)(Algorithm)
-
-
 def group_correct(batch) -> tuple[Tensor, Tensor]:
     """Per response: its group's number of correct responses and the group size (local groups are whole)."""
     g = batch.group
@@ -103,10 +99,3 @@ def group_correct(batch) -> tuple[Tensor, Tensor]:
         0, g, torch.ones_like(g, dtype=torch.float64)
     )
     return correct[g].long(), size[g].long()
-
-
-def build_algorithm(cfg, reduce: Reduce) -> Algorithm:
-    """The algorithm named ``cfg.algo`` (AEPO and PAEC register on import of :mod:`.algos_adaptive`)."""
-    from ares_cli.training.rl import algos_adaptive  # noqa: F401  (registers aepo, paec)
-
-    return ALGORITHMS.get(cfg.algo)(cfg, reduce)

@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import torch
 
-from ares_cli.training.rl.algos import ALGORITHMS, Algorithm, group_correct
+from ares_cli.training.rl.algos import Algorithm, group_correct
 
 
-@ALGORITHMS.register("aepo")
 class AEPO(Algorithm):
-    def __init__(self, cfg, reduce):
+    def __init__(self, cfg, reduce, gather=None):
         from ares_cli.algorithms.aepo_kl import kl_controller_from_config
         from ares_cli.algorithms.aepo_reward import target_tracker_from_config
         from ares_cli.algorithms.controllers import ThresholdEMA
 
-        super().__init__(cfg, reduce)
+        super().__init__(cfg, reduce, gather)
         a = cfg.aepo
         self.tracker = target_tracker_from_config(a, all_reduce=reduce)
         self.kl_ctrl = kl_controller_from_config(a, all_reduce=reduce)
@@ -56,7 +55,7 @@ class AEPO(Algorithm):
 
         a, mask = self.cfg.aepo, batch.response_mask
         det = detect_hwe(batch.tok["old_entropy"], mask, a, ema=self.tau_ema, trigger=self._trigger(batch),
-                         all_reduce=self.reduce)  # fmt: skip
+                         all_reduce=self.reduce, all_gather=self.gather)  # fmt: skip
         n_correct, size = group_correct(batch)
         batch.seq["bucket"] = bucket_ids(n_correct, size, a.easy_pass_frac, a.hard_pass_frac)
         batch.seq["n_he"] = det.n_he
@@ -72,14 +71,16 @@ class AEPO(Algorithm):
         if not a.reward_shaping:  # ablation: plain accuracy reward, the target tracker never moves
             self._shaping = None
             return base, None, {"aepo/shaping_abs_mean": 0.0}
-        out = aepo_rewards(base, batch.seq["correct"].bool(), det.n_he, buckets, self.tracker, a)
+        out = aepo_rewards(base, batch.seq["correct"].bool(), det.n_he, buckets, self.tracker, a,
+                           groups=batch.group, lengths=batch.response_mask.sum(1))  # fmt: skip
         bonus = None
         if a.token_bonus:
             bonus = token_bonus(det.window_entropy, det.hwe, batch.response_mask, buckets, out.lam,
                                 det.threshold, phi=a.token_bonus_phi, baseline=a.token_bonus_baseline)  # fmt: skip
         self._shaping = out
         shift = (out.reward - base.float()).abs()
-        return out.reward, bonus, {"aepo/shaping_abs_mean": float(shift.mean()) if len(shift) else 0.0}
+        return out.reward, bonus, {"aepo/shaping_abs_mean": float(shift.mean()) if len(shift) else 0.0,
+                                   **out.metrics}  # fmt: skip
 
     def kl_weights(self, batch):
         from ares_cli.algorithms.aepo_kl import aepo_kl_coef
@@ -106,12 +107,11 @@ class AEPO(Algorithm):
                                  batch_threshold_value=self._det.batch_threshold)  # fmt: skip
 
 
-@ALGORITHMS.register("paec")
 class PAEC(Algorithm):
-    def __init__(self, cfg, reduce):
+    def __init__(self, cfg, reduce, gather=None):
         from ares_cli.algorithms.controllers import EntropyAnchor
 
-        super().__init__(cfg, reduce)
+        super().__init__(cfg, reduce, gather)
         p = cfg.paec
         self.anchor = EntropyAnchor(p.anchor_steps, eps=p.mask_eps, all_reduce=reduce)
         self._global = (0.0, 0.0)

@@ -8,11 +8,12 @@ ARES's "512 prompts per step, global batch 128" is ``prompts_per_step=512, optim
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from ares_cli.algorithms.aepo import AEPOConfig
 from ares_cli.algorithms.paec import PAECConfig
+from ares_cli.algorithms.policy_losses import PolicyLossConfig
 from ares_cli.config import load_yaml, option, parse_sets, resolve, to_dict
 from ares_cli.errors import UsageError
 
@@ -59,6 +60,11 @@ class OptimConfig:
     )
 
 
+def _loss_option(name: str, help: str):
+    """A ``LossConfig`` field whose default is ``PolicyLossConfig``'s (the one source of loss defaults)."""
+    return option(next(f.default for f in fields(PolicyLossConfig) if f.name == name), help)
+
+
 @dataclass
 class LossConfig:
     """Policy loss, advantage estimator and aggregation (see ares_cli.algorithms)."""
@@ -70,19 +76,29 @@ class LossConfig:
     aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_sum_constant"] = option(
         "seq_mean_token_mean", "Loss aggregation (GRPO seq-mean-token-mean; DAPO token_mean; Dr.GRPO sum)."
     )
-    clip_low: float = option(0.2, "PPO ratio clip below 1 (0.2).")
-    clip_high: float = option(0.2, "PPO ratio clip above 1 (0.2; DAPO clip-higher 0.28).")
-    dual_clip: float | None = option(3.0, "Dual-clip c on negative advantages (3.0; None = off).")
-    cispo_eps_low: float | None = option(None, "CISPO lower clip; None = one-sided as in MiniMax-M1.")
-    cispo_eps_high: float = option(5.0, "CISPO upper clip (PAEC baseline: 5.0).")
-    clip_cov_ratio: float = option(2e-4, "Clip-Cov fraction of tokens detached (PAEC baseline: 2e-4).")
-    clip_cov_lb: float = option(1.0, "Clip-Cov covariance band lower bound (1.0).")
-    clip_cov_ub: float = option(5.0, "Clip-Cov covariance band upper bound (5.0).")
-    kl_cov_ratio: float = option(2e-4, "KL-Cov fraction of top-covariance tokens (PAEC baseline: 2e-4).")
-    kl_cov_coef: float = option(0.1, "KL-Cov coefficient (PAEC baseline ppo_kl_coef: 0.1).")
-    entropy_coef: float = option(0.0, "Global entropy bonus (entropy preset: 8e-4, PAEC baseline).")
-    top_entropy_frac: float | None = option(
-        None, "Keep the PG term on the top fraction by entropy (80/20: 0.2)."
+    clip_low: float = _loss_option("clip_low", "PPO ratio clip below 1 (0.2).")
+    clip_high: float = _loss_option("clip_high", "PPO ratio clip above 1 (0.2; DAPO clip-higher 0.28).")
+    dual_clip: float | None = _loss_option(
+        "dual_clip", "Dual-clip c on negative advantages (3.0; None = off)."
+    )
+    cispo_eps_low: float | None = _loss_option(
+        "cispo_eps_low", "CISPO lower clip; None = one-sided as in MiniMax-M1."
+    )
+    cispo_eps_high: float = _loss_option("cispo_eps_high", "CISPO upper clip (PAEC baseline: 5.0).")
+    clip_cov_ratio: float = _loss_option(
+        "clip_cov_ratio", "Clip-Cov fraction of tokens detached (PAEC baseline: 2e-4)."
+    )
+    clip_cov_lb: float = _loss_option("clip_cov_lb", "Clip-Cov covariance band lower bound (1.0).")
+    clip_cov_ub: float = _loss_option("clip_cov_ub", "Clip-Cov covariance band upper bound (5.0).")
+    kl_cov_ratio: float = _loss_option(
+        "kl_cov_ratio", "KL-Cov fraction of top-covariance tokens (PAEC baseline: 2e-4)."
+    )
+    kl_cov_coef: float = _loss_option("kl_cov_coef", "KL-Cov coefficient (PAEC baseline ppo_kl_coef: 0.1).")
+    entropy_coef: float = _loss_option(
+        "entropy_coef", "Global entropy bonus (entropy preset: 8e-4, PAEC baseline)."
+    )
+    top_entropy_frac: float | None = _loss_option(
+        "top_entropy_frac", "Keep the PG term on the top fraction by entropy (80/20: 0.2)."
     )
     chunk_size: int = option(128, "Positions per chunk of the token-statistics pass (memory).")
 

@@ -68,8 +68,8 @@ def train_rl(
     from ares_cli.training import distributed
     from ares_cli.training.checkpoint import load_optimizer, save_final
     from ares_cli.training.rl import state
-    from ares_cli.training.rl.algos import build_algorithm
     from ares_cli.training.rl.batch import collate, rollout_pass
+    from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.rollout import PromptSampler, all_gather_groups, collect_groups, generate_groups
     from ares_cli.training.rl.update import ppo_update
     from ares_cli.training.sft import param_groups
@@ -91,7 +91,7 @@ def train_rl(
     tokenizer = load_tokenizer(model_path)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     problems = _fitting_prompts(problems, tokenizer, cfg, log)
-    algo = build_algorithm(cfg, reduce)
+    algo = build_algorithm(cfg, reduce, distributed.all_gather_1d)
     model = load_model(model_path)
     if cfg.optim.gradient_checkpointing:
         model.gradient_checkpointing_enable()
