@@ -147,7 +147,7 @@ def test_preset_runs_end_to_end(algo, tiny_model_dir, tmp_path):
     AutoModelForCausalLM.from_pretrained(tmp_path / "model")
 
 
-def test_hooks_drive_the_trainer(tiny_model_dir, tmp_path):
+def test_hooks_drive_the_trainer(tiny_model_dir, tmp_path, monkeypatch):
     """A custom algorithm registered by name changes rewards, KL weights and the loss through the hooks."""
     from ares_cli.training.rl.algos import Algorithm
     from ares_cli.training.rl.config import PRESETS
@@ -176,9 +176,8 @@ def test_hooks_drive_the_trainer(tiny_model_dir, tmp_path):
             calls.append("after_step")
             return {}
 
-    if "probe" not in ALGORITHMS:
-        ALGORITHMS.register("probe")(Probe)
-    PRESETS.setdefault("probe", {})
+    monkeypatch.setitem(ALGORITHMS._items, "probe", Probe)  # removed again after the test
+    monkeypatch.setitem(PRESETS, "probe", {})
     _train(_cfg("algo=probe", "steps=1"), tiny_model_dir, tmp_path)
     row = _rows(tmp_path / "metrics.jsonl")[0]
     assert calls[:3] == ["prepare", "rewards", "kl_weights"] and calls[-1] == "after_step"
