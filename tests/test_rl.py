@@ -28,11 +28,11 @@ def _problems(n=12):
     return load_problems("toy-train", limit=n).records
 
 
-def _train(cfg, model_dir, out, val=None):
+def _train(cfg, model_dir, out, val=None, report_to=("jsonl",)):
     from ares_cli.training.rl.trainer import train_rl
 
     return train_rl(cfg, model_path=model_dir, problems=_problems(), val_problems=val, out_dir=out,
-                    log=lambda _m: None)  # fmt: skip
+                    log=lambda _m: None, report_to=report_to)  # fmt: skip
 
 
 def _rows(path: Path) -> list[dict]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -53,7 +54,8 @@ def test_sft_artifact_then_up_to_date(tiny, tmp_path):
 
 def test_killed_run_resumes_automatically(tiny, tmp_path, monkeypatch):
     model, data = tiny
-    args = ["--model", str(model), "--data", str(data), "--epochs", "2", "--set", "save_every=1"]
+    args = ["--model", str(model), "--data", str(data), "--epochs", "2", "--set", "save_every=1",
+            "--report-to", "tensorboard"]  # fmt: skip
     reference = _sft(tmp_path / "ref", *args)
     assert reference.exit_code == 0, reference.output
 
@@ -79,6 +81,14 @@ def test_killed_run_resumes_automatically(tiny, tmp_path, monkeypatch):
     a = load_file(json.loads(reference.stdout)["path"] + "/model/model.safetensors")
     b = load_file(json.loads(resumed.stdout)["path"] + "/model/model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
+    # the per-step metrics continue the killed run's curves: every step once, the same losses as uninterrupted
+    from test_tracking import _assert_same_curves, _rows
+
+    ref_dir, run_dir = (Path(json.loads(r.stdout)["path"]) for r in (reference, resumed))
+    ref_rows, run_rows = _rows(ref_dir / "metrics.jsonl"), _rows(run_dir / "metrics.jsonl")
+    assert [r["step"] for r in run_rows] == list(range(1, len(ref_rows) + 1))
+    assert [r["loss"] for r in run_rows] == pytest.approx([r["loss"] for r in ref_rows], abs=1e-6)
+    assert [s for s, _ in _assert_same_curves(run_dir)["loss"]] == [r["step"] for r in run_rows]
 
 
 def test_artifact_ids_as_inputs(tiny, tmp_path):

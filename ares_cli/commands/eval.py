@@ -75,17 +75,19 @@ def command(
         grader=grader,
     )
     cfg = cfgmod.resolve(EvalConfig, yaml_path=config, sets=set_, flags=flags, section="eval")
-    run, results = run_eval(
-        ArtifactStore(opts.artifacts_root),
-        model=model,
-        cfg=cfg,
-        data=data,
-        from_samples=from_samples,
-        regrade=regrade,
-        difficulty_ref=difficulty_from,
-        force=force,
-        log=lambda m: opts.log(m),
-    )
+    with opts.progress("eval", unit="problems") as progress:
+        run, results = run_eval(
+            ArtifactStore(opts.artifacts_root),
+            model=model,
+            cfg=cfg,
+            data=data,
+            from_samples=from_samples,
+            regrade=regrade,
+            difficulty_ref=difficulty_from,
+            force=force,
+            log=lambda m: opts.log(m),
+            progress=progress,
+        )
     opts.log(f"eval: {'up to date' if run.up_to_date else 'done'} {run.artifact_id}")
     if opts.verbosity >= 0:
         _print_tables(opts, results)

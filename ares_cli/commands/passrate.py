@@ -75,14 +75,16 @@ def passrate_command(
         grader=grader,
     )
     cfg = cfgmod.resolve(PassrateConfig, yaml_path=config, sets=set_, flags=flags, section="passrate")
-    run, stats = run_passrate(
-        ArtifactStore(opts.artifacts_root),
-        model=model,
-        data=data,
-        cfg=cfg,
-        force=force,
-        log=lambda m: opts.log(m),
-    )
+    with opts.progress("passrate", unit="problems") as progress:
+        run, stats = run_passrate(
+            ArtifactStore(opts.artifacts_root),
+            model=model,
+            data=data,
+            cfg=cfg,
+            force=force,
+            log=lambda m: opts.log(m),
+            progress=progress,
+        )
     _report(opts, run, stats)
 
 

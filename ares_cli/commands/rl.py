@@ -18,6 +18,7 @@ from ares_cli.console import options
 from ares_cli.errors import UsageError
 
 PANEL_IO, PANEL_RL = "Inputs", "RL"
+REPORT_TO_HELP = "Metric trackers: jsonl (always), tensorboard, wandb; comma-separated."
 
 
 def command(
@@ -82,8 +83,13 @@ def command(
         bool,
         typer.Option("--resume", help="Require a partial run to resume (resuming is otherwise automatic)."),
     ] = False,
+    report_to: Annotated[
+        str,
+        typer.Option("--report-to", help=REPORT_TO_HELP, rich_help_panel=PANEL_IO),
+    ] = "jsonl",
 ) -> None:
     """RL: AEPO / PAEC / GRPO / DAPO / ...; checkpoints, metrics.jsonl and the final model."""
+    from ares_cli import tracking
     from ares_cli.artifacts import ArtifactStore
     from ares_cli.data.loader import load_problems
     from ares_cli.stages.inputs import dataset_ref, resolve_model
@@ -91,6 +97,7 @@ def command(
     from ares_cli.training.rl import trainer
 
     opts = options(ctx)
+    trackers = tracking.parse_report_to(report_to)
     if force and resume:
         raise UsageError("--force and --resume contradict each other")
     flags = {"algo": algo, "steps": steps, "optim.deepspeed": str(deepspeed) if deepspeed else None}
@@ -105,22 +112,25 @@ def command(
     if cfg.optim.deepspeed:
         inputs.append(store.input_ref("deepspeed", cfg.optim.deepspeed))
 
-    run_training_stage(
-        opts,
-        store,
-        "rl",
-        code_version=trainer.CODE_VERSION,
-        config=rlconfig.key_config(cfg),
-        inputs=inputs,
-        seed=cfg.seed,
-        force=force,
-        require_checkpoint=resume,
-        train=lambda work_dir: trainer.train_rl(
-            cfg,
-            model_path=model_path,
-            problems=train.records,
-            val_problems=val.records if val is not None else None,
-            out_dir=work_dir,
-            log=opts.log,
-        ),
-    )
+    with opts.progress("rl", unit="steps") as progress:
+        run_training_stage(
+            opts,
+            store,
+            "rl",
+            code_version=trainer.CODE_VERSION,
+            config=rlconfig.key_config(cfg),
+            inputs=inputs,
+            seed=cfg.seed,
+            force=force,
+            require_checkpoint=resume,
+            train=lambda work_dir: trainer.train_rl(
+                cfg,
+                model_path=model_path,
+                problems=train.records,
+                val_problems=val.records if val is not None else None,
+                out_dir=work_dir,
+                log=opts.log,
+                report_to=trackers,
+                progress=progress,
+            ),
+        )

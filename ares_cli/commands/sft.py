@@ -95,14 +95,24 @@ def command(
             "artifact (resuming is otherwise automatic).",
         ),
     ] = False,
+    report_to: Annotated[
+        str,
+        typer.Option(
+            "--report-to",
+            help="Metric trackers: jsonl (always), tensorboard, wandb; comma-separated.",
+            rich_help_panel=PANEL_IO,
+        ),
+    ] = "jsonl",
 ) -> None:
     """Cold-start supervised fine-tuning: loss on assistant tokens only; resumes a killed run automatically."""
+    from ares_cli import tracking
     from ares_cli.artifacts import ArtifactStore
     from ares_cli.config import resolve, to_dict
     from ares_cli.stages.inputs import resolve_model
     from ares_cli.training import sft
 
     opts = options(ctx)
+    trackers = tracking.parse_report_to(report_to)
     cfg = resolve(
         sft.SFTConfig,
         yaml_path=config,
@@ -121,16 +131,23 @@ def command(
     data_path, data_ref = resolve_data(store, data)
     inputs = [model_ref, data_ref] + ([store.input_ref("deepspeed", cfg.deepspeed)] if cfg.deepspeed else [])
 
-    run_training_stage(
-        opts,
-        store,
-        "sft",
-        code_version=sft.CODE_VERSION,
-        config=to_dict(cfg),
-        inputs=inputs,
-        seed=cfg.seed,
-        force=force,
-        train=lambda work_dir: sft.train_sft(
-            cfg, model_path=model_dir, data_path=data_path, out_dir=work_dir, log=opts.log
-        ),
-    )
+    with opts.progress("sft", unit="steps") as progress:
+        run_training_stage(
+            opts,
+            store,
+            "sft",
+            code_version=sft.CODE_VERSION,
+            config=to_dict(cfg),
+            inputs=inputs,
+            seed=cfg.seed,
+            force=force,
+            train=lambda work_dir: sft.train_sft(
+                cfg,
+                model_path=model_dir,
+                data_path=data_path,
+                out_dir=work_dir,
+                log=opts.log,
+                report_to=trackers,
+                progress=progress,
+            ),
+        )

@@ -143,8 +143,10 @@ def run_eval(
     difficulty_ref: str | None = None,
     force: bool = False,
     log: Callable[[str], None] = print,
+    progress: Callable[[int, int, float], None] | None = None,
 ):
-    """Run (or resume) an eval stage; returns (StageRun, results dict)."""
+    """Run (or resume) an eval stage; returns (StageRun, results dict). ``progress(done, total, seconds)``
+    is called after each chunk of problems (default: a log line)."""
     from ares_cli.data.loader import load_problems
     from ares_cli.stages.inputs import dataset_ref, resolve_model
 
@@ -196,7 +198,10 @@ def run_eval(
         write_jsonl(run.work_dir / "problems" / f"{name}.jsonl", problems)
         rows = run.rows(f"samples/{name}.jsonl", SAMPLE_KEY)
         log(f"eval: {name}: {len(problems)} problems x {k} samples")
-        timing[name] = _sample_and_vote(problems, rows, bench_cfg, model_path, log)
+        timing[name] = _sample_and_vote(
+            problems, rows, bench_cfg, model_path,
+            progress or (lambda d, t, s: log(f"  {d}/{t} problems  {s:.1f}s")),
+        )  # fmt: skip
         results[name] = score_benchmark(
             problems, list(rows.rows.values()), k, difficulty, cfg.difficulty_key, plan["aggregate"]
         )
@@ -274,7 +279,7 @@ def check_golds(problems: list[dict], grader: str, source: str) -> None:
         raise InputErrors(errors)
 
 
-def _sample_and_vote(problems, rows, cfg: EvalConfig, model_path, log) -> dict[str, float]:
+def _sample_and_vote(problems, rows, cfg: EvalConfig, model_path, progress) -> dict[str, float]:
     """Generate and grade missing samples, then add each sample's vote class (verified equivalence)."""
     from ares_cli.grading import GradingPool
     from ares_cli.stages.sampling import open_backend, sample_and_grade
@@ -289,7 +294,7 @@ def _sample_and_vote(problems, rows, cfg: EvalConfig, model_path, log) -> dict[s
                 cfg=cfg,
                 backend=backend,
                 pool=pool,
-                progress=lambda d, t, s: log(f"  {d}/{t} problems  {s:.1f}s"),
+                progress=progress,
             )
         ordered = [[rows.rows[(p["id"], i)] for i in range(cfg.k)] for p in problems]
         classes = pool.equivalence_classes_batch([[r["extracted"] for r in group] for group in ordered])

@@ -108,8 +108,11 @@ def run_passrate(
     cfg: PassrateConfig,
     force: bool = False,
     log: Callable[[str], None] = print,
+    progress: Callable[[int, int, float], None] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
-    """Run (or resume, or find up to date) a passrate stage; returns (StageRun, stats)."""
+    """Run (or resume, or find up to date) a passrate stage; returns (StageRun, stats).
+
+    ``progress(done, total, seconds)`` is called after each chunk of problems (default: a log line)."""
     from ares_cli.data.loader import load_problems
     from ares_cli.stages.inputs import dataset_ref, resolve_model
 
@@ -146,7 +149,7 @@ def run_passrate(
     rows = run.rows("samples.jsonl", SAMPLE_KEY)
     if run.resumed:
         log(f"passrate: resuming {run.artifact_id} with {len(rows)} samples already graded")
-    stats = _sample(problems, rows, cfg, model_path, log)
+    stats = _sample(problems, rows, cfg, model_path, progress or _progress_lines(log))
     return run, _finish(run, problems, rows, cfg, {"timing": stats, "shard": cfg.shard})
 
 
@@ -160,17 +163,17 @@ def _finish(run, problems: list[dict], rows, cfg: PassrateConfig, extra: dict[st
     return summary
 
 
-def _sample(problems, rows, cfg: SamplingConfig, model_path, log) -> dict[str, float]:
+def _progress_lines(log: Callable[[str], None]) -> Callable[[int, int, float], None]:
+    return lambda done, total, seconds: log(f"  {done}/{total} problems  {seconds:.1f}s")
+
+
+def _sample(problems, rows, cfg: SamplingConfig, model_path, progress) -> dict[str, float]:
     from ares_cli.grading import GradingPool
     from ares_cli.stages.sampling import open_backend, sample_and_grade
 
     if all((p["id"], i) in rows for p in problems for i in range(cfg.k)):
         return {"generate_s": 0.0, "grade_s": 0.0, "generated_rows": 0}
     backend = open_backend(cfg, model_path)
-
-    def progress(done: int, total: int, seconds: float) -> None:
-        log(f"  {done}/{total} problems  {seconds:.1f}s")
-
     with GradingPool(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s) as pool:
         return sample_and_grade(problems, rows, cfg=cfg, backend=backend, pool=pool, progress=progress)
 

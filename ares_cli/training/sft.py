@@ -9,6 +9,7 @@ optimiser step (all ranks, all micro-batches), so any micro-batch / rank split g
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -121,10 +122,15 @@ def train_sft(
     out_dir: str | Path,
     log: Callable[[str], None] = print,
     stop_after: int | None = None,
+    report_to: tuple[str, ...] = ("jsonl",),
+    progress=None,
 ) -> SFTResult:
     """Fine-tune ``model_path`` on ``data_path``; checkpoints in ``out_dir/checkpoints`` (resumed from
     automatically), final model + tokenizer in ``out_dir/model``. Call on every rank after
     :func:`distributed.init_from_env`. ``stop_after`` (a test hook) checkpoints and returns after that step.
+    Each step's loss, learning rate, gradient norm and throughput go to ``out_dir/metrics.jsonl`` and the
+    ``report_to`` trackers (:mod:`ares_cli.tracking`); ``progress`` (a :class:`ares_cli.console.Progress`)
+    is advanced per step.
     """
     import random
 
@@ -132,6 +138,7 @@ def train_sft(
     import torch
 
     from ares_cli.models import freeze_vision_tower, load_model, load_tokenizer
+    from ares_cli.tracking import MetricLog
     from ares_cli.training import checkpoint, distributed
     from ares_cli.training.sft_data import collate, epoch_batches, load_examples, micro_batches
 
@@ -202,6 +209,11 @@ def train_sft(
     model.train()
 
     # -- optimiser steps
+    rows = MetricLog(out_dir, resumed_step=start_step, is_main=dist.is_main, report_to=report_to,
+                     config=dataclasses.asdict(config))  # fmt: skip
+    progress = progress if dist.is_main else None
+    if progress is not None:
+        progress.update(start_step, total=total_steps)
     t_start, batches_epoch, batches, loss = time.time(), None, [], float("nan")
     for step in range(start_step, total_steps):
         t0 = time.time()
@@ -258,6 +270,11 @@ def train_sft(
             "loss": loss,
         }
         eta = (time.time() - t_start) / (step + 1 - start_step) * (total_steps - step - 1)
+        rows.write({"step": step + 1, "epoch": epoch, "loss": loss, "lr": lr, "grad_norm": float(grad_norm or 0),
+                    "tokens": int(n_tokens), "response_tokens": int(n_response),
+                    "tokens_per_s": n_tokens / max(dt, 1e-9), "time/step": round(dt, 4)})  # fmt: skip
+        if progress is not None:
+            progress.update(step + 1)
         log(
             f"step {step + 1}/{total_steps} | loss {loss:.4f} | lr {lr:.3e} | grad {float(grad_norm or 0):.3f} "
             f"| tok/s {n_tokens / max(dt, 1e-9):,.0f} | eta {_fmt_eta(eta)}"
@@ -268,7 +285,9 @@ def train_sft(
         if not last and (stopping or (config.save_every and (step + 1) % config.save_every == 0)):
             _save_checkpoint(ckpt_root, step + 1, model, engine, optimizer, dist, done)
         if stopping and not last:
+            rows.close()
             return SFTResult(False, {"steps": step + 1})
+    rows.close()
 
     # -- final model
     checkpoint.save_final(out_dir / "model", model, engine, tokenizer, dist)

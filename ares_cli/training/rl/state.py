@@ -5,19 +5,15 @@ JSON, never pickle) holds the model, each rank's optimizer state and RNG states,
 step, the data cursor (prompts drawn so far), running counters and every controller's ``state_dict``. The
 learning-rate schedule is a pure function of the optimiser step, which is stored too.
 
-``metrics.jsonl`` is a RowLog keyed by ``step``. On resume, rows written after the checkpoint the run
-resumes from (the killed run got further than its last checkpoint) are dropped first, so the resumed run
-rewrites those steps and no step is ever duplicated.
+``metrics.jsonl`` and the trackers (:class:`ares_cli.tracking.MetricLog`) are keyed by ``step``. On resume,
+rows written after the checkpoint the run resumes from (the killed run got further than its last checkpoint)
+are dropped first, so the resumed run rewrites those steps and no step is ever duplicated.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
-
-METRICS = "metrics.jsonl"
 
 
 def save(root: Path, step: int, *, model, engine, optimizer, dist, algo, meta: dict[str, Any]) -> Path:
@@ -57,47 +53,3 @@ def restore_controllers(algo, meta: dict[str, Any]) -> None:
         if name not in saved:
             raise StageFailure(f"checkpoint lacks the state of controller '{name}'")
         controller.load_state_dict(saved[name])
-
-
-def trim_rows(path: Path, last_step: int) -> None:
-    """Drop rows with ``step > last_step`` (and a torn last line) from a metrics JSONL, atomically."""
-    if not path.exists():
-        return
-    keep = []
-    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
-        if not line.endswith("\n"):
-            break
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            break
-        if row["step"] <= last_step:
-            keep.append(line)
-    tmp = path.with_suffix(".trim")
-    tmp.write_text("".join(keep), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-class MetricRows:
-    """``metrics.jsonl`` on rank 0 (a RowLog keyed by step); a no-op on other ranks."""
-
-    def __init__(self, out_dir: Path, *, resumed_step: int, is_main: bool):
-        from ares_cli.artifacts import RowLog
-
-        self.log = None
-        if is_main:
-            Path(out_dir).mkdir(parents=True, exist_ok=True)
-            path = Path(out_dir) / METRICS
-            trim_rows(path, resumed_step)
-            self.log = RowLog(path, ("step",))
-
-    def __contains__(self, step: int) -> bool:
-        return self.log is not None and (step,) in self.log
-
-    def write(self, row: dict[str, Any]) -> None:
-        if self.log is not None and (row["step"],) not in self.log:
-            self.log.write([row])
-
-    def close(self) -> None:
-        if self.log is not None:
-            self.log.close()

@@ -12,6 +12,7 @@ load policy (+ frozen reference) -> resume from the latest checkpoint -> for eac
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -31,13 +32,17 @@ class RLResult:
 
 
 class Timer:
-    """Seconds per phase within a step (``with timer("forward"): ...``)."""
+    """Seconds per phase within a step (``with timer("forward"): ...``); ``on_phase(name)`` is told when a
+    phase begins (the progress bar shows it)."""
 
-    def __init__(self):
+    def __init__(self, on_phase: Callable[[str], None] | None = None):
         self.seconds: dict[str, float] = defaultdict(float)
+        self.on_phase = on_phase
 
     @contextmanager
     def __call__(self, name: str):
+        if self.on_phase is not None:
+            self.on_phase(name)
         start = time.perf_counter()
         try:
             yield
@@ -53,10 +58,14 @@ def train_rl(
     val_problems: list[dict] | None,
     out_dir: str | Path,
     log: Callable[[str], None] = print,
+    report_to: tuple[str, ...] = ("jsonl",),
+    progress=None,
 ) -> RLResult:
     """Train ``model_path`` with ``cfg.algo`` on ``problems``; checkpoints under ``out_dir/checkpoints``
     (resumed from automatically), metrics in ``out_dir/metrics.jsonl``, final model in ``out_dir/model``.
-    Call on every rank; ``cfg.max_steps_this_run`` stops (checkpointed) early, for tests and time slots."""
+    Call on every rank; ``cfg.max_steps_this_run`` stops (checkpointed) early, for tests and time slots.
+    ``report_to``: trackers beside ``metrics.jsonl`` (:mod:`ares_cli.tracking`); ``progress``: a
+    :class:`ares_cli.console.Progress` advanced per step, showing the current phase."""
     import random
 
     import numpy as np
@@ -65,6 +74,7 @@ def train_rl(
     from ares_cli.algorithms.advantages import compute_advantages
     from ares_cli.grading import GradingPool
     from ares_cli.models import load_model, load_tokenizer
+    from ares_cli.tracking import MetricLog
     from ares_cli.training import distributed
     from ares_cli.training.checkpoint import load_optimizer, save_final
     from ares_cli.training.rl import state
@@ -76,6 +86,7 @@ def train_rl(
 
     dist = distributed.init_from_env()
     log = log if dist.is_main else (lambda _msg: None)
+    progress = progress if dist.is_main else None
     reduce = distributed.all_reduce_sum
     out_dir, ckpt_root = Path(out_dir), Path(out_dir) / "checkpoints"
     random.seed(cfg.seed)
@@ -125,7 +136,8 @@ def train_rl(
     if resumed is not None:
         _sync(backend, model, gather)
     sampler = PromptSampler(problems, cfg.seed)
-    rows = state.MetricRows(out_dir, resumed_step=step0, is_main=dist.is_main)
+    rows = MetricLog(out_dir, resumed_step=step0, is_main=dist.is_main, report_to=report_to,
+                     config=dataclasses.asdict(cfg))  # fmt: skip
     stop = min(cfg.steps, cfg.max_steps_this_run or cfg.steps)
     val_acc: dict[int, float] = {}
 
@@ -136,6 +148,8 @@ def train_rl(
         def validate(step: int) -> dict[str, float]:
             if not val_problems:
                 return {}
+            if progress is not None:
+                progress.phase("validate")
             with gather:
                 from ares_cli.training.rl.rollout import validate_accuracy
 
@@ -151,8 +165,10 @@ def train_rl(
         if step0 == 0 and val_problems and 0 not in rows:
             rows.write({"step": 0, **validate(0)})
         t_run = time.time()
+        if progress is not None:
+            progress.update(step0, total=stop, phase="")
         for step in range(step0, stop):
-            timer, t0 = Timer(), time.perf_counter()
+            timer, t0 = Timer(progress.phase if progress is not None else None), time.perf_counter()
 
             # 1. rollouts: this rank generates its share of the drawn prompts; every rank sees all groups
             def generate(draws, timer=timer):
@@ -216,6 +232,8 @@ def train_rl(
             done = step + 1 - step0
             eta = (time.time() - t_run) / done * (stop - step - 1)
             log(_line(row, stop, eta))
+            if progress is not None:
+                progress.update(step + 1, phase="")
             last = step + 1 == cfg.steps
             if (cfg.val.every and (step + 1) % cfg.val.every == 0) or last:
                 row |= validate(step + 1)
