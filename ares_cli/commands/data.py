@@ -86,6 +86,13 @@ def _print_summary(console, summary: dict) -> None:
             key.replace("_", " "), f"min {s['min']}  mean {s['mean']}  median {s['median']}  max {s['max']}"
         )
     table.add_row("with images", str(summary["with_images"]))
+    im = summary["image_stats"]
+    if im["images"]:
+        table.add_row(
+            "images",
+            f"{im['images']} ({im['per_record']['min']}-{im['per_record']['max']} per record), width "
+            f"{im['width']['min']}-{im['width']['max']} px, height {im['height']['min']}-{im['height']['max']} px",
+        )
     table.add_row("meta keys", ", ".join(summary["meta_keys"]) or "-")
     prov = summary["provenance"]
     table.add_row(

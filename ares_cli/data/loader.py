@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ares_cli.data.fieldmap import FieldMap
+from ares_cli.data.images import file_problems, resolve_images
 from ares_cli.data.jsonl import parse_jsonl, sha256_file, sha256_records
 from ares_cli.data.manifests import HFSource, Manifest, list_manifests, load_manifest
 from ares_cli.data.records import check_problems, raise_errors
@@ -33,6 +34,7 @@ class LoadedDataset:
     records: list[dict]
     provenance: dict[str, Any]
     manifest: Manifest | None = field(default=None, repr=False)
+    locations: list[tuple[str, int]] = field(default_factory=list, repr=False)  # (file, row) per record
 
     def __len__(self) -> int:
         return len(self.records)
@@ -234,8 +236,10 @@ def _finish(
     mapped, map_errors = [], []
     for i, row in enumerate(rows):
         record, errs = fmap.apply(row, i, name=name, label=label, default_label=name)
-        mapped.append(record)
         file, row_no = table.locations[i]
+        if record.get("images") is not None and "images" not in errs:
+            errs.update(_resolve_record_images(record, file, row_no))
+        mapped.append(record)
         map_errors.extend(InputError(msg, file=file, row=row_no, field=f) for f, msg in errs.items())
     records, check_errors = check_problems(mapped, locations=table.locations[: len(rows)])
     seen = {(e.file, e.row, e.field) for e in map_errors}
@@ -245,7 +249,22 @@ def _finish(
     prov.update(rows=len(records), total_rows=total, limit=limit, field_map=fmap.to_dict(),
                 records_sha256=sha256_records(records))  # fmt: skip
     prov.setdefault("sha256", prov["records_sha256"])
-    return LoadedDataset(records=records, provenance=prov, manifest=manifest)
+    return LoadedDataset(records=records, provenance=prov, manifest=manifest,
+                         locations=table.locations[: len(records)])  # fmt: skip
+
+
+def _resolve_record_images(record: dict, file: str, row_no: int) -> dict[str, str]:
+    """Replace ``record["images"]`` by paths (relative ones against the dataset's directory); returns
+    ``{"images": problem}`` when an image is malformed, missing or empty."""
+    origin = file[3:] if file.startswith("hf:") else file
+    origin = Path(parse_hf_spec(origin)[0] if file.startswith("hf:") else origin)
+    base_dir = origin if origin.is_dir() else origin.parent if origin.is_file() else None
+    try:
+        record["images"] = resolve_images(record["images"], base_dir)
+    except ValueError as exc:
+        return {"images": str(exc)}
+    problems = file_problems(record["images"])
+    return {"images": "; ".join(problems)} if problems else {}
 
 
 def _field_map(spec: str | dict | None, base: FieldMap) -> FieldMap:

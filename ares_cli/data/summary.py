@@ -71,11 +71,18 @@ def summarize(records: Sequence[dict]) -> dict[str, Any]:
 
 
 def check_source(source: str, *, field_map: str | dict | None = None, limit: int | None = None) -> dict:
-    """Load and validate ``source`` (raises InputErrors naming every bad row) and summarise it."""
+    """Load and validate ``source``, decoding every image (raises InputErrors naming every bad row, file and
+    field), and summarise it."""
+    from ares_cli.data.images import inspect_images
+    from ares_cli.data.records import raise_errors
+
     loaded = load_problems(source, limit=limit, field_map=field_map)
+    image_summary, errors = inspect_images(loaded.records, loaded.locations)
+    raise_errors(errors)
     return {
         "source": str(source),
         "valid": True,
         **summarize(loaded.records),
+        "image_stats": image_summary,
         "provenance": loaded.provenance,
     }

@@ -54,11 +54,14 @@ def resolve_model(store: ArtifactStore, ref: str | Path, *, role: str = "model")
 
 
 def dataset_ref(records: list[dict[str, Any]], provenance: dict[str, Any], *, role: str = "data") -> InputRef:
-    """An InputRef for loaded problems, keyed by the records themselves (after field map and limit).
+    """An InputRef for loaded problems, keyed by the records themselves (after field map and limit), with
+    each image path replaced by the sha256 of its bytes.
 
     Problems read from a file or directory inside an artifact verify that artifact (exit 4 naming a bad file).
     """
     label = provenance.get("path_or_id") or provenance.get("name") or "data"
     if provenance.get("kind") in ("file", "hf") and Path(str(label)).exists():
         verify_enclosing(Path(str(label)))
-    return InputRef(role=role, path=str(label), sha256=sha256_records(records))
+    from ares_cli.data.images import hashable_records
+
+    return InputRef(role=role, path=str(label), sha256=sha256_records(hashable_records(records)))

@@ -1,0 +1,154 @@
+"""Images of problem records: resolving them to files, hashing their bytes, and checking they decode.
+
+A record's ``images`` is a list of paths. Sources may give paths relative to the dataset file (resolved
+against its directory), absolute paths, or, in an HF image column, decoded ``PIL.Image`` objects, raw
+bytes or ``{"bytes", "path"}`` dicts; those are written once, content-addressed, under the image cache
+(``$ARES_IMAGE_CACHE``, default ``~/.cache/ares/images``) so every record refers to images by path.
+
+Stage input hashes see an image's sha256, never its path (:func:`hashable_records`): replacing an
+image's bytes changes the key; moving the dataset does not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ares_cli.errors import InputError
+from ares_cli.hashing import sha256_file
+
+FIELD = "images"
+
+
+def image_cache_dir() -> Path:
+    """Where images that arrive as bytes or PIL objects are written (content-addressed)."""
+    return Path(os.environ.get("ARES_IMAGE_CACHE") or Path.home() / ".cache" / "ares" / "images")
+
+
+def _store_bytes(data: bytes) -> str:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        fmt = (Image.open(io.BytesIO(data)).format or "img").lower()
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ValueError(f"image bytes are not a readable image ({exc})") from None
+    digest = hashlib.sha256(data).hexdigest()
+    path = image_cache_dir() / f"{digest}.{fmt}"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    return str(path)
+
+
+def _one_image(value: Any, base_dir: Path | None) -> str:
+    if isinstance(value, dict) and ("bytes" in value or "path" in value):
+        value = value.get("bytes") or value.get("path")
+    if isinstance(value, (bytes, bytearray)):
+        return _store_bytes(bytes(value))
+    if hasattr(value, "save") and hasattr(value, "size"):  # a PIL image
+        buffer = io.BytesIO()
+        value.save(buffer, format="PNG")
+        return _store_bytes(buffer.getvalue())
+    if isinstance(value, (str, os.PathLike)) and str(value):
+        path = Path(value).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        return str(path)
+    raise ValueError(f"an image must be a path, bytes or a PIL image, got {type(value).__name__}")
+
+
+def resolve_images(value: Any, base_dir: Path | None) -> list[str]:
+    """A record's images as path strings (a single image is a list of one; see the module doc)."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    return [_one_image(item, base_dir) for item in items]
+
+
+def file_problems(paths: Sequence[str]) -> list[str]:
+    """``"<problem>: <path>"`` for each missing or zero-size image file (a cheap stat, no decoding)."""
+    return [f"{problem}: {path}" for path in paths if (problem := _stat_problem(path))]
+
+
+def _stat_problem(path: str) -> str | None:
+    p = Path(path)
+    if not p.is_file():
+        return "image not found"
+    if p.stat().st_size == 0:
+        return "zero-size image"
+    return None
+
+
+def open_image(path: str | Path):
+    """The image at ``path`` decoded as RGB (raises :class:`InputError` naming it when it cannot be)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            img.load()
+            return img.convert("RGB")
+    except FileNotFoundError:
+        raise InputError("image not found", file=path, field=FIELD) from None
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise InputError(f"cannot decode image ({exc})", file=path, field=FIELD) from None
+
+
+def inspect_images(
+    records: Sequence[dict], locations: Sequence[tuple[Any, int]]
+) -> tuple[dict, list[InputError]]:
+    """Open and decode every image: ``(summary, errors)``; the summary has counts and size ranges."""
+    from PIL import Image, UnidentifiedImageError
+
+    widths, heights, errors, per_record = [], [], [], []
+    for record, (file, row) in zip(records, locations, strict=True):
+        paths = record.get(FIELD) or ()
+        if paths:
+            per_record.append(len(paths))
+        for path in paths:
+            problem = _stat_problem(path)
+            if problem is None:
+                try:
+                    with Image.open(path) as img:
+                        img.load()
+                        width, height = img.size
+                    if width == 0 or height == 0:
+                        problem = "zero-size image"
+                    else:
+                        widths.append(width)
+                        heights.append(height)
+                except (UnidentifiedImageError, OSError, ValueError) as exc:
+                    problem = f"cannot decode image ({type(exc).__name__}: {exc})"
+            if problem:
+                errors.append(InputError(f"{problem}: {path}", file=file, row=row, field=FIELD))
+    summary = {
+        "records_with_images": len(per_record),
+        "images": sum(per_record),
+        "per_record": {"min": min(per_record, default=0), "max": max(per_record, default=0)},
+        "width": {"min": min(widths, default=0), "max": max(widths, default=0)},
+        "height": {"min": min(heights, default=0), "max": max(heights, default=0)},
+    }
+    return summary, errors
+
+
+def hashable_records(records: Sequence[dict]) -> list[dict]:
+    """Records with each image path replaced by ``{"sha256": <bytes hash>}`` (for stage input hashes).
+
+    Records without images are returned unchanged, so text datasets keep their keys."""
+    out = []
+    for record in records:
+        paths = record.get(FIELD)
+        if not paths:
+            out.append(record)
+            continue
+        digests = []
+        for path in paths:
+            try:
+                digests.append({"sha256": sha256_file(path)})
+            except OSError:
+                raise InputError(f"image not found: {path}", file=path, field=FIELD) from None
+        out.append({**record, FIELD: digests})
+    return out
