@@ -178,9 +178,11 @@ def resolve(
     sets: list[str] | None = None,
     flags: dict[str, Any] | None = None,
     section: str | None = None,
+    base: dict[str, Any] | None = None,
 ) -> T:
-    """Build a config: defaults < YAML < ``--set`` < explicit flags (flags whose value is None are unset)."""
-    config = cls()
+    """Build a config: defaults < ``base`` (an eval suite's settings) < YAML < ``--set`` < explicit flags
+    (flags whose value is None are unset)."""
+    config = _apply(cls(), base or {})
     config = _apply(config, load_yaml(yaml_path, section=section))
     config = _apply(config, parse_sets(sets or []))
     explicit = {k: v for k, v in (flags or {}).items() if v is not None}

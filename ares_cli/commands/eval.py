@@ -28,6 +28,12 @@ def command(
     ctx: typer.Context,
     model: Annotated[str | None, typer.Option(help="Model: artifact id, directory or HF id.")] = None,
     bench: Annotated[list[str] | None, typer.Option(help="Benchmark NAME or NAME:K (repeatable).")] = None,
+    suite: Annotated[
+        str | None,
+        typer.Option(
+            help="Evaluation suite: a name in pipelines/suites/ (paec-math, ares-text, ...) or a YAML."
+        ),
+    ] = None,
     k: Annotated[int | None, typer.Option("-k", "--k", help="Samples per problem (default 8).")] = None,
     data: Annotated[
         str | None, typer.Option(help="Problems file for --from-samples (or one more benchmark).")
@@ -74,6 +80,10 @@ def command(
         limit=limit,
         grader=grader,
     )
+    if suite is not None:
+        _run_suite(opts, suite, model=model, bench=bench, data=data, replay=from_samples or regrade,
+                   config=config, sets=set_, flags=flags, force=force)  # fmt: skip
+        return
     cfg = cfgmod.resolve(EvalConfig, yaml_path=config, sets=set_, flags=flags, section="eval")
     with opts.progress("eval", unit="problems") as progress:
         run, results = run_eval(
@@ -116,3 +126,41 @@ def _print_tables(opts, results) -> None:
         for label, m in groups:
             table.add_row(label, *[f"{m[c]:.3f}" for c in cols])
         opts.console.print(table)
+
+
+def _run_suite(opts, name, *, model, bench, data, replay, config, sets, flags, force) -> None:
+    """``ares eval --suite NAME``: one eval artifact per benchmark, then the suite artifact and its table."""
+    from ares_cli import config as cfgmod
+    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.errors import UsageError
+    from ares_cli.stages.evaluate import EvalConfig
+    from ares_cli.stages.suite import load_suite, run_suite
+
+    if bench or data or replay:
+        raise UsageError("--suite names its own benchmarks: drop --bench/--data/--from-samples/--regrade")
+    if model is None:
+        raise UsageError("--suite needs --model")
+    if flags.get("k") is not None:
+        raise UsageError("--suite sets K per benchmark: drop -k")
+    spec = load_suite(name)
+    cfg = cfgmod.resolve(EvalConfig, yaml_path=config, sets=sets, flags=flags, section="eval", base=spec.eval)
+    run, table, evals, reused = run_suite(
+        ArtifactStore(opts.artifacts_root), spec, model=model, cfg=cfg, force=force, log=lambda m: opts.log(m)
+    )
+    n_reused = sum(reused.values())
+    opts.log(
+        f"suite {spec.name}: {'up to date' if run.up_to_date else 'done'} {run.artifact_id} "
+        f"({n_reused}/{len(reused)} benchmark evals reused)"
+    )
+    if opts.verbosity >= 0:
+        from rich.table import Table
+
+        out = Table(title=f"suite {spec.name}: {model}")
+        out.add_column("column")
+        out.add_column("value ± SE", justify="right")
+        for c in table["columns"]:
+            out.add_row(c["name"], f"{c['value']:.3f} ± {c['se']:.3f}")
+        opts.console.print(out)
+    flat = {"path": str(run.final_dir), "artifact_id": run.artifact_id, "up_to_date": run.up_to_date,
+            "evals": evals, "reused": reused, "columns": {c["name"]: c["value"] for c in table["columns"]}}  # fmt: skip
+    emit(opts, flat)

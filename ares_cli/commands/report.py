@@ -16,7 +16,8 @@ app = typer.Typer(help="Tables over artifacts: compare eval results across model
 def compare_command(
     ctx: typer.Context,
     evals: Annotated[
-        list[str], typer.Argument(help="LABEL=EVAL_ARTIFACT pairs (id, or a directory with results.json).")
+        list[str],
+        typer.Argument(help="LABEL=ARTIFACT pairs: eval artifacts, or suite artifacts (id or directory)."),
     ],
     bench: Annotated[
         str | None, typer.Option(help="Benchmark name (default: each artifact's first).")
@@ -32,6 +33,7 @@ def compare_command(
 
     from ares_cli.artifacts import ArtifactStore
     from ares_cli.report.compare import comparison, markdown, rich_table
+    from ares_cli.report.suite_compare import is_suite, suite_comparison, suite_markdown
 
     opts = options(ctx)
     store = ArtifactStore(opts.artifacts_root)
@@ -42,9 +44,19 @@ def compare_command(
             raise UsageError(f"expected LABEL=EVAL_ARTIFACT, got '{item}'")
         # an eval artifact by id or path, or any directory laid out like one (results.json, samples/)
         pairs[label] = Path(ref) if (Path(ref) / "results.json").is_file() else store.resolve(ref)
-    table = comparison(pairs, bench, baseline)
-    opts.console.print(rich_table(table))
-    text = markdown(table)
+    suites = [label for label, directory in pairs.items() if is_suite(directory)]
+    if suites:
+        if len(suites) != len(pairs):
+            raise UsageError("compare suite artifacts with suite artifacts only (or eval artifacts only)")
+        if bench is not None:
+            raise UsageError("--bench does not apply to suite artifacts (every benchmark is compared)")
+        table = suite_comparison(pairs, store.resolve, baseline)
+        text = suite_markdown(table)
+        opts.console.print(text)
+    else:
+        table = comparison(pairs, bench, baseline)
+        opts.console.print(rich_table(table))
+        text = markdown(table)
     if markdown_out:
         Path(markdown_out).write_text(text)
     emit(opts, table, text=text)
