@@ -142,6 +142,14 @@ GRADERS = {
 def localised(name: str, rows: list[dict], tmp_path: Path) -> Path:
     """A copy of the shipped manifest reading ``rows`` from a local file (no expected_rows)."""
     doc = yaml.safe_load((REPO_MANIFESTS / f"{name}.yaml").read_text())
+    image_column = (doc.get("field_map") or {}).get("images")
+    for row in rows:  # a real (1x1) image file for every image path the fixture names
+        if image_column and isinstance(row.get(image_column), str):
+            from PIL import Image
+
+            target = tmp_path / row[image_column]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            Image.new("RGB", (1, 1)).save(target, format="PNG")
     data = tmp_path / f"{name}.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     doc["source"] = {"local": {"path": str(data)}}
@@ -160,6 +168,8 @@ def test_manifest_field_map_on_fixture(name, tmp_path):
         assert record["id"] == rid and record["answer"] == answer and record["source"] == name
         assert record["problem"].startswith(problem_start), record["problem"]
         assert meta.items() <= (record.get("meta") or {}).items()
+        if load_manifest(name).field_map.images != "images":  # the manifest names an image column
+            assert len(record["images"]) == 1 and Path(record["images"][0]).is_file()
 
 
 @pytest.mark.parametrize("name", sorted(FIXTURES))
