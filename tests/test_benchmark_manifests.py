@@ -129,13 +129,26 @@ FIXTURES: dict[str, tuple[list[dict], list[tuple]]] = {
         ],
         [("61", "12", "P23", {})],
     ),
+    "math500": (
+        [{"problem": "Compute 1+1.", "solution": "...", "answer": "2", "subject": "Algebra", "level": 1,
+          "unique_id": "test/algebra/1.json"}],
+        [("test/algebra/1.json", "2", "Compute 1+1.", {"difficulty": 1, "level": 1, "subject": "Algebra"})],
+    ),
+    "gsm8k": (
+        [{"question": "Tom has 3 apples...", "answer": "3 + 4 = 7\n#### 7"}],
+        [("gsm8k-0", "7", "Tom has 3", {})],
+    ),
+    "amc23": ([{"question": "Find x.", "answer": 27.0}], [("amc23-0", "27", "Find x.", {})]),
+    "aime2024": ([{"problem": "Find N.", "answer": "204"}], [("aime2024-0", "204", "Find N.", {})]),
+    "aime2025": ([{"question": "Find M.", "answer": "70"}], [("aime2025-0", "70", "Find M.", {})]),
 }  # fmt: skip
 
 GRADERS = {
     "mathverse": "math", "mathvision": "math", "mathvista": "math", "dynamath": "math", "wemath": "choice",
     "logicvista": "choice", "mmmu": "math", "mmmu-pro": "choice", "charxiv": "math", "mmstar": "choice",
     "mmlu-pro": "choice", "bbeh": "ares_cli.grading.text:exact_match_grade", "gpqa-diamond": "choice",
-    "olympiadbench": "math", "aime2026": "math", "aime2023": "math",
+    "olympiadbench": "math", "aime2026": "math", "aime2023": "math", "math500": "math", "gsm8k": "math",
+    "amc23": "math", "aime2024": "math", "aime2025": "math",
 }  # fmt: skip
 
 
@@ -212,3 +225,29 @@ def test_subset_without_match_is_an_input_error(tmp_path):
              "image": "a.png", "answer": "A", "question_type": "free-form", "query_cot": "q"}]  # fmt: skip
     with pytest.raises(InputError, match="no row matches the subset"):
         load_problems(str(localised("mathverse", rows, tmp_path)))
+
+
+def test_math500_levels_and_response_length_per_level_through_eval(tmp_path):
+    """MATH-500's `level` becomes the difficulty: eval reports accuracy and mean length per level 1-5."""
+    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.stages.evaluate import EvalConfig, run_eval
+
+    rows = [{"problem": f"P{lv}", "solution": "", "answer": str(lv), "subject": "Algebra", "level": lv,
+             "unique_id": f"test/{lv}.json"} for lv in range(1, 6)]  # fmt: skip
+    manifest = localised("math500", rows, tmp_path)
+    samples = tmp_path / "samples.jsonl"
+    lines = []
+    for lv in range(1, 6):
+        for i in range(2):  # level lv: both right below level 4, one right from level 4; length 100 * lv + i
+            right = lv < 4 or i == 0
+            lines.append({"problem_id": f"test/{lv}.json", "sample_idx": i, "n_tokens": 100 * lv + i,
+                          "response": f"\\boxed{{{lv if right else 0}}}"})  # fmt: skip
+    samples.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    _, results = run_eval(
+        ArtifactStore(tmp_path / "art"), model=None, cfg=EvalConfig(grade_workers=1), data=str(manifest),
+        from_samples=str(samples), log=lambda m: None,
+    )  # fmt: skip
+    levels = results["math500"]["by_difficulty"]
+    assert list(levels) == ["1", "2", "3", "4", "5"]
+    assert [levels[str(lv)]["len_mean"] for lv in range(1, 6)] == [100.5, 200.5, 300.5, 400.5, 500.5]
+    assert [levels[str(lv)]["avg@2"] for lv in range(1, 6)] == [1.0, 1.0, 1.0, 0.5, 0.5]
