@@ -71,7 +71,7 @@ def test_killed_run_resumes_automatically(tiny, tmp_path, monkeypatch):
     interrupted = _sft(tmp_path / "run", *args)
     assert interrupted.exit_code == 130
     partial = next((tmp_path / "run" / "sft").glob("*.partial"))
-    assert [p.name for p in (partial / "checkpoints").iterdir()] == ["step-000003"]
+    assert sorted(p.name for p in (partial / "checkpoints").iterdir()) == ["step-000002", "step-000003"]
     monkeypatch.setattr(sft, "train_sft", original)
     resumed = _sft(tmp_path / "run", *args)
     assert resumed.exit_code == 0, resumed.output

@@ -6,10 +6,13 @@ A checkpoint is a directory ``checkpoints/step-000012/`` holding
 - ``optimizer.rank{r}.safetensors/.json`` each rank's optimizer state (a full torch AdamW state, or the
   rank's ZeRO-1/2/3 partition of it), nested structure in JSON with tensors referenced by key,
 - ``rng.rank{r}.safetensors/.json``     python / numpy / torch RNG states,
+- ``files.rank{r}.json``                 sha256 and size of every file rank r wrote (fsynced first),
 - ``state.json``                        step, epoch, counters, world size (written last: the marker).
 
 The schedule is a pure function of the step, so "scheduler state" is the step. Directories are written as
-``*.tmp`` and renamed; :func:`latest` ignores anything without ``state.json``; :func:`prune` keeps the last.
+``*.tmp`` and renamed once every rank's files are complete; :func:`prune` then keeps that checkpoint and the
+one before it; :func:`latest` returns the newest checkpoint whose files all match their sha256, so a
+checkpoint truncated or damaged on disk sends the run back to the previous one instead of stranding it.
 :func:`model_state` gathers the full weights (collectively under ZeRO-3); :func:`optimizer_state` /
 :func:`load_optimizer` take a torch or DeepSpeed ZeRO-1/2/3 optimizer state out and back in; :func:`save_final` writes the trained model (``save_pretrained``) and drops the checkpoints. SFT and
 RL share them.
@@ -20,12 +23,18 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
+import sys
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 STATE = "state.json"
+FILE_LIST = "files.rank{rank}.json"
+KEEP = 2  # checkpoints kept on disk: the newest and the one before it
+_STEP_DIR = re.compile(r"step-\d{6}")
 
 
 # ---- nested state <-> (tensors, json) --------------------------------------------------------------
@@ -128,28 +137,128 @@ def save(
     rank: int,
     barrier=lambda: None,
 ) -> Path:
-    """Write one checkpoint collectively: every rank its optimizer + RNG, rank 0 the model and the marker."""
+    """Write one checkpoint collectively: every rank its optimizer + RNG, rank 0 the model and the marker.
+
+    Each rank fsyncs and hashes what it wrote into ``files.rank{r}.json``; rank 0 checks every rank's files
+    are there at their recorded sizes, writes ``state.json`` last, renames the directory into place and
+    only then prunes, keeping the previous checkpoint as well (:data:`KEEP`).
+    """
     final = step_dir(root, step)
     tmp = final.with_name(final.name + ".tmp")
     if rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
     barrier()
+    written = []
     if rank == 0 and model_state is not None:
         from safetensors.torch import save_file
 
         tensors, aliases = dedupe_tied(model_state)
         save_file(tensors, str(tmp / "model.safetensors"))
         (tmp / "model.aliases.json").write_text(json.dumps(aliases, sort_keys=True))
+        written += ["model.safetensors", "model.aliases.json"]
     save_state(optimizer_state, tmp / f"optimizer.rank{rank}")
     save_state(rng_state(), tmp / f"rng.rank{rank}")
+    written += [
+        f"{stem}.rank{rank}{suffix}" for stem in ("optimizer", "rng") for suffix in (".safetensors", ".json")
+    ]
+    _seal(tmp, rank, written)
     barrier()
     if rank == 0:
-        (tmp / STATE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+        problems = _problems(tmp, meta.get("world_size", 1), rehash=False)
+        if problems:
+            from ares_cli.errors import StageFailure
+
+            raise StageFailure(f"checkpoint {tmp} is incomplete: {'; '.join(problems)}")
+        _write_synced(tmp / STATE, json.dumps(meta, indent=2, sort_keys=True))
+        _fsync_dir(tmp)
+        if final.exists():  # a damaged checkpoint of this step, left by an earlier run
+            shutil.rmtree(final)
         os.replace(tmp, final)
+        _fsync_dir(root)
         prune(root, keep=final)
     barrier()
     return final
+
+
+def _write_synced(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _seal(directory: Path, rank: int, names: list[str]) -> None:
+    """fsync this rank's files and record their sha256 and size in ``files.rank{rank}.json``."""
+    from ares_cli.hashing import sha256_file
+
+    entries = {}
+    for name in names:
+        with open(directory / name, "rb") as handle:
+            os.fsync(handle.fileno())
+        entries[name] = {"sha256": sha256_file(directory / name), "bytes": (directory / name).stat().st_size}
+    _write_synced(directory / FILE_LIST.format(rank=rank), json.dumps(entries, indent=1, sort_keys=True))
+
+
+def _problems(path: Path, world_size: int, *, rehash: bool = True) -> list[str]:
+    """What makes a checkpoint unusable: a rank's file list missing, a file missing, resized or altered."""
+    from ares_cli.hashing import sha256_file
+
+    problems = []
+    for rank in range(world_size):
+        listing = path / FILE_LIST.format(rank=rank)
+        try:
+            entries = json.loads(listing.read_text(encoding="utf-8"))
+            items = [(name, int(e["bytes"]), str(e["sha256"])) for name, e in entries.items()]
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            problems.append(f"{listing.name} missing or unreadable")
+            continue
+        for name, size, digest in items:
+            file = path / name
+            if not file.is_file():
+                problems.append(f"{name} missing")
+            elif file.stat().st_size != size:
+                problems.append(f"{name} has {file.stat().st_size} bytes, {size} were written")
+            elif rehash and sha256_file(file) != digest:
+                problems.append(f"{name} does not match its sha256")
+    return problems
+
+
+def checkpoint_problems(path: Path) -> list[str]:
+    """Empty when ``path`` is a complete checkpoint whose every file matches the sha256 it was written with."""
+    try:
+        meta = json.loads((path / STATE).read_text(encoding="utf-8"))
+        world_size = int(meta["world_size"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return [f"{STATE} missing or unreadable"]
+    return _problems(path, world_size)
+
+
+def _complete_steps(root: Path) -> list[Path]:
+    """Checkpoint directories that were renamed into place (``step-NNNNNN``), oldest first."""
+    return sorted(p for p in root.glob("step-*") if p.is_dir() and _STEP_DIR.fullmatch(p.name))
+
+
+def latest(root: Path, log: Callable[[str], None] | None = None) -> Path | None:
+    """The newest checkpoint under ``root`` whose files all verify, or None; a damaged newer one is skipped.
+
+    Every rank calls it and verifies every file, so all ranks pick the same checkpoint.
+    """
+    for path in reversed(_complete_steps(root)):
+        problems = checkpoint_problems(path)
+        if not problems:
+            return path
+        message = f"checkpoint {path.name} is damaged ({'; '.join(problems)}); trying the previous one"
+        (log or (lambda m: print(m, file=sys.stderr)))(message)
+    return None
 
 
 def dedupe_tied(state: dict) -> tuple[dict, dict[str, str]]:
@@ -163,12 +272,6 @@ def dedupe_tied(state: dict) -> tuple[dict, dict[str, str]]:
         seen[key] = name
         tensors[name] = value.detach().cpu().contiguous()
     return tensors, aliases
-
-
-def latest(root: Path) -> Path | None:
-    """The newest complete checkpoint under ``root`` (one with ``state.json``), or None."""
-    done = sorted(p for p in root.glob("step-*") if p.is_dir() and (p / STATE).is_file())
-    return done[-1] if done else None
 
 
 def load(path: Path, rank: int) -> tuple[dict, Any, dict[str, Any]]:
@@ -185,9 +288,15 @@ def load(path: Path, rank: int) -> tuple[dict, Any, dict[str, Any]]:
 
 
 def prune(root: Path, *, keep: Path) -> None:
-    """Remove every checkpoint (and stale temp dir) under ``root`` except ``keep``."""
+    """Remove every checkpoint and temp dir under ``root`` except ``keep`` and the newest one before it.
+
+    The previous checkpoint stays so that a ``keep`` damaged on disk later still leaves one to resume from;
+    newer steps (left by a run that went further before a damaged checkpoint sent it back) are removed.
+    """
+    earlier = [p for p in _complete_steps(root) if p.name < keep.name]
+    kept = {keep, *earlier[-(KEEP - 1) :]} if KEEP > 1 else {keep}
     for path in root.glob("step-*"):
-        if path != keep:
+        if path not in kept:
             shutil.rmtree(path, ignore_errors=True)
 
 

@@ -50,7 +50,7 @@ class SFTConfig:
     batching: Literal["length_grouped", "packed"] = option(
         "length_grouped", "Sort windows by length (little padding), or pack each micro-batch into one row."
     )
-    save_every: int = option(100, "Checkpoint every N optimiser steps (0 = never); only the last is kept.")
+    save_every: int = option(100, "Checkpoint every N optimiser steps (0 = never); the last two are kept.")
     freeze_vision_tower: bool = option(True, "Freeze params named visual/vision_tower/vision_model (ARES).")
     train_merger: bool = option(False, "With the tower frozen, still train its vision-to-language merger.")
     deepspeed: str | None = option(
@@ -173,7 +173,7 @@ def train_sft(
 
     # -- resume: weights go in before the optimizer (and ZeRO's fp32 partitions) are built from them
     start_step, done = 0, {"tokens": 0, "response_tokens": 0, "train_s": 0.0, "loss": None}
-    resume_from = checkpoint.latest(ckpt_root)
+    resume_from = checkpoint.latest(ckpt_root, log)  # the newest checkpoint whose files verify
     if resume_from is not None:
         model_state, opt_state, meta = checkpoint.load(resume_from, dist.rank)
         if meta["world_size"] != dist.world_size and config.deepspeed:

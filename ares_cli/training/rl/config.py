@@ -164,7 +164,7 @@ class RLConfig:
     )
     steps: int = option(720, "RL steps (PAEC: 720).")
     seed: int = option(0, "Seed of the prompt order, rollout seeds and every other random choice.")
-    save_every: int = option(10, "Checkpoint every N steps (PAEC: 10; 0 = never); the last is kept.")
+    save_every: int = option(10, "Checkpoint every N steps (PAEC: 10; 0 = never); the last two are kept.")
     max_steps_this_run: int | None = option(
         None, "Stop (checkpointed) after this step; rerun resumes. Not keyed."
     )

@@ -28,12 +28,12 @@ def save(root: Path, step: int, *, model, engine, optimizer, dist, algo, meta: d
                            rank=dist.rank, barrier=distributed.barrier)  # fmt: skip
 
 
-def load(root: Path, dist):
-    """(path, model state, this rank's optimizer state, meta) of the latest checkpoint, or None."""
+def load(root: Path, dist, log=None):
+    """(path, model state, this rank's optimizer state, meta) of the newest checkpoint that verifies, or None."""
     from ares_cli.errors import UsageError
     from ares_cli.training import checkpoint
 
-    path = checkpoint.latest(root)
+    path = checkpoint.latest(root, log)
     if path is None:
         return None
     model_state, optimizer_state, meta = checkpoint.load(path, dist.rank)

@@ -114,7 +114,7 @@ def train_rl(
 
     # -- resume (weights before the optimizer is built from them)
     step0, cursor, opt_step, counters = 0, 0, 0, {"tokens": 0, **{f"{p}_s": 0.0 for p in PHASES}}
-    resumed = state.load(ckpt_root, dist)
+    resumed = state.load(ckpt_root, dist, log)
     if resumed is not None:
         path, model_state, opt_state, meta = resumed
         model.load_state_dict(model_state)
