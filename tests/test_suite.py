@@ -123,3 +123,14 @@ def test_toy_suite_end_to_end_reuse_and_compare(tmp_path):
     mixed = run_ares("report", "compare", f"base={first['artifact_id']}", f"e={first['evals']['toy-test']}",
                      root=root, check=False)  # fmt: skip
     assert mixed.returncode == 2 and "suite artifacts only" in mixed.stderr
+
+
+def test_suite_usage_errors(tmp_path):
+    no_model = run_ares("eval", "--suite", "toy", root=tmp_path, check=False)
+    assert no_model.returncode == 2 and "--suite needs --model" in no_model.stderr
+    with_bench = run_ares(
+        "eval", "--suite", "toy", "--model", "x", "--bench", "toy-test", root=tmp_path, check=False
+    )
+    assert with_bench.returncode == 2 and "names its own benchmarks" in with_bench.stderr
+    unknown = run_ares("eval", "--suite", "nope", "--model", "x", root=tmp_path, check=False)
+    assert unknown.returncode == 3 and "known suites: ares-mm, ares-text, paec-math, toy" in unknown.stderr
