@@ -166,14 +166,16 @@ def test_detect_hwe_pipeline_eq4_eq12_eq13_with_ema_and_trigger():
 
     h = torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0]])
     mask = torch.ones_like(h)
-    det = detect_hwe(h, mask, AEPOConfig(window=2))
-    # windows (1.5, 2.5, 3.5, 4.5, 5); tau = 4.8 -> only the last position
+    det = detect_hwe(h, mask, AEPOConfig(end_rule="shrink", window=2))
+    # windows (1.5, 2.5, 3.5, 4.5, 5); tau = 4.8 -> only the last position (a shrunk window)
     assert det.batch_threshold.item() == pytest.approx(4.8) and det.n_he.tolist() == [1.0]
     ema = ThresholdEMA(0.5)
     ema.update(2.0)
-    det = detect_hwe(h, mask, AEPOConfig(window=2, threshold_mode="ema"), ema=ema)
+    det = detect_hwe(h, mask, AEPOConfig(end_rule="shrink", window=2, threshold_mode="ema"), ema=ema)
     assert det.threshold.item() == pytest.approx(3.4) and det.hwe.tolist() == [[False] * 2 + [True] * 3]
-    cfg = AEPOConfig(window=2, threshold_mode="ema", use_trigger_vocab=True, trigger_words=("but",))
+    cfg = AEPOConfig(
+        end_rule="shrink", window=2, threshold_mode="ema", use_trigger_vocab=True, trigger_words=("but",)
+    )
     det = detect_hwe(h, mask, cfg, ema=ema, trigger=torch.tensor([[True, True, True, True, False]]))
     assert det.n_he.tolist() == [1.0]  # tau = 0.5*3.4 + 0.5*4.8 = 4.1 -> position 3 only
     with pytest.raises(UsageError):
@@ -209,3 +211,30 @@ def test_sec321_median_threshold_is_global_across_ranks():
     assert dets[0].threshold.item() == pytest.approx(full.item()) == dets[1].threshold.item()
     # without the gather each rank would use its own rows' median
     assert batch_threshold(h[rows[0]], mask[rows[0]], reduce="median").item() != pytest.approx(full.item())
+
+
+def test_eq12_full_window_end_rule_and_window_cover():
+    from ares_cli.algorithms.aepo import full_window_starts, window_cover
+
+    mask = torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 0, 0, 0, 0]])
+    # paper, w = 3: starts need t + 2 < L (L = 5: t <= 2; L = 2: none)
+    assert full_window_starts(mask, 3).long().tolist() == [[1, 1, 1, 0, 0, 0], [0] * 6]
+    # next, w = 2: t + 2 < L
+    assert full_window_starts(mask, 2, "next").long().tolist() == [[1, 1, 1, 0, 0, 0], [0] * 6]
+    starts = torch.tensor([[0, 1, 0, 0, 1, 0], [1, 0, 0, 0, 0, 0]], dtype=torch.bool)
+    # paper, w = 3: start 1 covers 1-3, start 4 covers 4 (clipped to the response); row 2 covers 0-1
+    assert window_cover(starts, mask, 3).long().tolist() == [[0, 1, 1, 1, 1, 0], [1, 1, 0, 0, 0, 0]]
+    # next, w = 2: start 1 covers 2-3, start 4 covers nothing inside the response
+    assert window_cover(starts, mask, 2, "next").long().tolist() == [[0, 0, 1, 1, 0, 0], [0, 1, 0, 0, 0, 0]]
+
+
+def test_end_rule_full_never_flags_a_shrunk_window():
+    from ares_cli.algorithms.aepo import detect_hwe
+
+    h = torch.tensor([[0.1, 0.1, 0.1, 0.1, 0.1, 3.0]])
+    mask = torch.ones_like(h)
+    shrink = detect_hwe(h, mask, AEPOConfig(window=3, quantile=0.88, end_rule="shrink"))
+    full = detect_hwe(h, mask, AEPOConfig(window=3, quantile=0.88, end_rule="full"))
+    # threshold 0.1 + 0.4 * 2.9 = 1.26; windows end [.., 1.07, 1.55, 3.0]: the last two are shrunk windows
+    assert shrink.hwe[0].tolist() == [False, False, False, False, True, True]
+    assert full.hwe[0].tolist() == [False] * 6 and AEPOConfig().end_rule == "full"

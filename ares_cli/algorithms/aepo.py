@@ -25,6 +25,8 @@ EASY, MEDIUM, HARD = 0, 1, 2
 BUCKETS: tuple[str, str, str] = ("easy", "medium", "hard")
 
 WINDOW_MODES = ("paper", "next")
+END_RULES = ("full", "shrink")
+KL_SCOPES = ("window", "start")
 THRESHOLD_MODES = ("mean", "median", "ema")
 REWARD_VARIANTS = ("paper", "appendix_i", "alg1")
 TARGET_SOURCES = ("ema", "running_mean", "fixed", "batch")
@@ -39,6 +41,10 @@ class AEPOConfig:
     window: int = option(4, "w of eq. 4: tokens per entropy window (paper: 4-8 best, sec. 2.1).")
     window_mode: str = option(
         "paper", '"paper": H_t..H_{t+w-1} (eq. 4); "next": H_{t+1}..H_{t+w} (reference code).'
+    )
+    end_rule: str = option(
+        "full",
+        '"full": only positions whose whole window fits can start one (eq. 12); "shrink": window shrinks.',
     )
     quantile: float = option(
         0.95, "Per-trajectory entropy quantile of the threshold (sec. 3.2.1, alg. 1 line 9)."
@@ -87,6 +93,10 @@ class AEPOConfig:
         True, "Token-adaptive KL with the kappa_d controller (eq. 1, 27); false = uniform kl_init (table 5)."
     )
     kl_rho: float = option(0.5, "rho < 1 of eq. 1 inside HWE windows (paper gives no value).")
+    kl_scope: str = option(
+        "window",
+        '"window": relax every token of a flagged window (eq. 1, app. D); "start": its first (alg. 1).',
+    )
     kl_beta: tuple[float, float, float] = option((1.0, 1.0, 1.0), "beta_d of eq. 1 (easy, medium, hard).")
     kl_target: tuple[float, float, float] = option(
         (0.02, 0.05, 0.1), "delta_d of eq. 27 (paper gives no value)."
@@ -104,6 +114,8 @@ class AEPOConfig:
 
     def __post_init__(self) -> None:
         _choice("window_mode", self.window_mode, WINDOW_MODES)
+        _choice("end_rule", self.end_rule, END_RULES)
+        _choice("kl_scope", self.kl_scope, KL_SCOPES)
         _choice("threshold_mode", self.threshold_mode, THRESHOLD_MODES)
         _choice("reward_variant", self.reward_variant, REWARD_VARIANTS)
         _choice("target_source", self.target_source, TARGET_SOURCES)
@@ -151,7 +163,9 @@ def window_entropy(
     H_{t+1} .. H_{t+w}, excluding t. Sequence-end rule (both modes): the mean runs over the *valid*
     positions inside the window only, so near the end of a response the window shrinks to the tokens that
     exist (t..end); padding is never counted. Under "next" the last token has no successor and falls back to
-    its own H_t. Returns [N, T], zero at padding. No gradient flows (it is a detection statistic).
+    its own H_t. ``end_rule="full"`` (the default of :func:`detect_hwe`) then lets only complete windows
+    start a high-entropy window (:func:`full_window_starts`). Returns [N, T], zero at padding. No gradient
+    flows (it is a detection statistic).
     """
     if window < 1:
         raise UsageError(f"window must be >= 1, got {window}")
@@ -166,6 +180,39 @@ def window_entropy(
     sums, counts = vals.sum(-1), cnts.sum(-1)
     out = torch.where(counts > 0, sums / counts.clamp(min=1), h)
     return torch.where(valid, out, torch.zeros_like(out))
+
+
+def _window_span(window: int, mode: str) -> tuple[int, int]:
+    """(first, last) offset of the positions a window starting at t averages: paper t..t+w-1, next t+1..t+w."""
+    _choice("window mode", mode, WINDOW_MODES)
+    shift = 0 if mode == "paper" else 1
+    return shift, window - 1 + shift
+
+
+def full_window_starts(mask: torch.Tensor, window: int = 4, mode: str = "paper") -> torch.Tensor:
+    """Bool [N, T]: response positions whose whole window lies inside the response (``end_rule="full"``).
+
+    Eq. 12 defines H̄_{t:w} = (1/w) Σ_{τ=t}^{t+w-1} H_τ only for t ≤ L − w + 1; under the "shrink" rule the
+    last w − 1 positions average fewer tokens, so their mean has a larger variance and crosses a high
+    threshold more often (docs/methods.md gives the measured rates). Response tokens are a valid prefix.
+    """
+    _, last = _window_span(window, mode)
+    lengths = mask.bool().sum(1, keepdim=True)
+    pos = torch.arange(mask.shape[1], device=mask.device)[None]
+    return (pos + last < lengths) & mask.bool()
+
+
+def window_cover(
+    starts: torch.Tensor, mask: torch.Tensor, window: int = 4, mode: str = "paper"
+) -> torch.Tensor:
+    """Bool [N, T]: the tokens inside at least one flagged window (eq. 1's t ∈ W^valid; appendix D).
+
+    A window flagged at t covers t..t+w-1 ("paper") or t+1..t+w ("next"), clipped to the response.
+    """
+    first, last = _window_span(window, mode)
+    x = torch.nn.functional.pad(starts.bool().to(torch.float32), (last, 0))
+    covered = x.unfold(1, last - first + 1, 1)[:, : starts.shape[1]].amax(-1) > 0
+    return covered & mask.bool()
 
 
 def masked_row_quantile(
@@ -332,6 +379,7 @@ class HWEDetection:
     window_entropy: torch.Tensor  # H̄_{t:w}, [N, T]
     hwe: torch.Tensor  # m_{i,t}, bool [N, T]
     n_he: torch.Tensor  # N_HE per response, [N]
+    covered: torch.Tensor  # tokens inside a flagged window, bool [N, T] (window_cover)
 
 
 def detect_hwe(
@@ -346,6 +394,7 @@ def detect_hwe(
 ) -> HWEDetection:
     """Window entropy (eq. 4) → threshold τ (sec. 3.2.1) → HWE mask (eq. 12) → N_HE (eq. 13) per config.
 
+    ``cfg.end_rule="full"`` lets only positions whose whole window fits start one (:func:`full_window_starts`).
     ``ema`` is the :class:`~ares_cli.algorithms.controllers.ThresholdEMA` required (and updated) when
     ``threshold_mode="ema"``; ``trigger`` the appendix-H positions, required when ``use_trigger_vocab``.
     """
@@ -360,5 +409,6 @@ def detect_hwe(
     if cfg.use_trigger_vocab and trigger is None:
         raise UsageError("use_trigger_vocab is on: pass the trigger positions (see trigger_mask)")
     win = window_entropy(entropy, mask, cfg.window, cfg.window_mode)
-    m = hwe_mask(win, mask, tau, trigger if cfg.use_trigger_vocab else None)
-    return HWEDetection(tau, tau_b, win, m, count_hwe(m))
+    eligible = full_window_starts(mask, cfg.window, cfg.window_mode) if cfg.end_rule == "full" else mask
+    m = hwe_mask(win, eligible, tau, trigger if cfg.use_trigger_vocab else None)
+    return HWEDetection(tau, tau_b, win, m, count_hwe(m), window_cover(m, mask, cfg.window, cfg.window_mode))

@@ -45,6 +45,10 @@ class PAECConfig:
     alpha: float = option(8e-4, "α: weight of the masked entropy bonus (eq. 15).")
     lambda_ent: float = option(0.004, "λ_ent: weight of the lower-bound penalty (eq. 15).")
     anchor_steps: int = option(4, "K: steps averaged into the anchor H0 (eq. 12).")
+    hbar_scope: str = option(
+        "step",
+        'Rows of the H̄ value and penalty gate: "step" (alg. 1 l. 20) or "minibatch" (per optimiser step).',
+    )
     rho_min: float = option(0.8, "H_low = ρ_min H0 (not given by the paper; our choice, see docs).")
     score_eps: float = option(1e-6, "ε of s1 (eq. 7).")
     mask_eps: float = option(1e-6, "ε of the masked-entropy denominator (eq. 11).")
@@ -58,6 +62,8 @@ class PAECConfig:
             raise UsageError(f"quantile must lie in [0, 1], got {self.quantile}")
         if not 0.0 < self.rho_min < 1.0:
             raise UsageError(f"rho_min must lie in (0, 1), got {self.rho_min}")
+        if self.hbar_scope not in ("step", "minibatch"):
+            raise UsageError(f"unknown hbar_scope {self.hbar_scope!r}; valid: step, minibatch")
         if self.sharpness <= 0:
             raise UsageError("sharpness must be > 0")
 
@@ -200,6 +206,7 @@ def paec_loss(
     global_den: float | torch.Tensor | None = None,
     all_reduce: AllReduce | None = None,
     nucleus_size: torch.Tensor | None = None,
+    value: float | None = None,
 ) -> PAECLoss:
     """PAEC's extra loss term −α H̄ + λ_ent [max(0, ρ_min H0 − H̄)]² (eq. 11, 13, 15).
 
@@ -207,6 +214,8 @@ def paec_loss(
     (the trainer's no-grad pass over every micro-batch and rank), else this call's sums after
     ``all_reduce``. The gradient is this call's share Σ_local m ∇H' / (global_den + ε), so summing the
     gradients of all micro-batches and ranks gives exactly ∇H̄ (appendix A.2: m carries none).
+    ``value`` overrides the value only (``paec.hbar_scope="step"``: H̄ and the penalty gate from the
+    whole rollout batch of the step, the gradient still from this optimiser step's rows).
     """
     num, den = masked_entropy_sums(local_entropy, m, mask)
     if global_num is None or global_den is None:
@@ -215,7 +224,7 @@ def paec_loss(
         g_num, g_den = float(stats[0]), float(stats[1])
     else:
         g_num, g_den = float(global_num), float(global_den)
-    value = g_num / (g_den + cfg.mask_eps)
+    value = g_num / (g_den + cfg.mask_eps) if value is None else float(value)
     share = num / (g_den + cfg.mask_eps)
     h_bar = share + (value - share).detach()
     h_low = None if h0 is None else cfg.rho_min * h0

@@ -3,16 +3,19 @@
 AEPO per step (ARES sec. 3.2, algorithm 1): from the no-grad pass's full-vocabulary entropy, window
 entropy -> batch threshold tau (global) -> HWE mask and N_HE -> online bucket of each prompt from its
 group's pass count -> hierarchical reward (after bucketing; :func:`aepo_rewards`) and optionally the
-token bonus psi -> KL-loss weights kappa_d * beta_d * rho^m -> after the step, each bucket's kappa_d is
-driven by the KL of its *non-window* tokens (old policy vs reference, global over ranks). Ablations
+token bonus psi -> KL-loss weights kappa_d * beta_d * rho on the relaxed tokens (every token of a flagged
+window, ``aepo.kl_scope="window"``, or only its start, ``"start"``) -> after the step, each bucket's kappa_d
+is driven by the KL of its *non-relaxed* tokens (old policy vs reference, global over ranks). Ablations
 (ARES table 5): ``aepo.reward_shaping=false`` keeps the accuracy reward; ``aepo.dynamic_kl=false`` uses
 the uniform weight ``kl_init`` on every token and never moves kappa_d.
 
 PAEC per step (PAEC sec. 3, algorithm 1): from the same no-grad pass's nucleus statistics, scores s
 (detached) -> per-response soft mask m -> anchor H0 updated with this step's masked entropy during the
 first K steps -> per optimiser step the extra loss -alpha*H_bar + lambda*[rho_min*H0 - H_bar]_+^2 whose
-*value* uses the mini-batch's global sums from the no-grad pass and whose gradient flows through the
-loss forward's H' (the micro-batch share of the global sum, so micro-batch and rank splits add up).
+*value* (and so the penalty gate) uses the no-grad pass's global sums over the whole step
+(``paec.hbar_scope="step"``, algorithm 1 line 20) or over the optimiser mini-batch (``"minibatch"``), and
+whose gradient flows through the loss forward's H' (the micro-batch share of the mini-batch's global
+sum, so micro-batch and rank splits add up).
 ``paec.soft_mask=false`` (PAEC table 2) sets m = 1 on every response token.
 """
 
@@ -60,8 +63,12 @@ class AEPO(Algorithm):
         batch.seq["bucket"] = bucket_ids(n_correct, size, a.easy_pass_frac, a.hard_pass_frac)
         batch.seq["n_he"] = det.n_he
         batch.tok["hwe"] = det.hwe.float()
+        # the KL-relaxed tokens (eq. 1's W^valid): every token of a flagged window, or only its start
+        batch.tok["kl_relaxed"] = (det.covered if a.kl_scope == "window" else det.hwe).float()
         self._det = det
-        return {"aepo/threshold": float(det.threshold), "aepo/threshold_batch": float(det.batch_threshold)}
+        n_tok = float(mask.sum().clamp(min=1))
+        return {"aepo/threshold": float(det.threshold), "aepo/threshold_batch": float(det.batch_threshold),
+                "aepo/relaxed_frac": float(batch.tok["kl_relaxed"].sum()) / n_tok}  # fmt: skip
 
     def rewards(self, batch):
         from ares_cli.algorithms.aepo_reward import aepo_rewards, token_bonus
@@ -85,7 +92,7 @@ class AEPO(Algorithm):
     def kl_weights(self, batch):
         from ares_cli.algorithms.aepo_kl import aepo_kl_coef
 
-        return aepo_kl_coef(batch.tok["hwe"], batch.response_mask, batch.seq["bucket"], self.kl_ctrl.kappa,
+        return aepo_kl_coef(batch.tok["kl_relaxed"], batch.response_mask, batch.seq["bucket"], self.kl_ctrl.kappa,
                             self.cfg.aepo)  # fmt: skip
 
     def after_step(self, batch):
@@ -95,7 +102,7 @@ class AEPO(Algorithm):
         kl_ctrl, dynamic = None, self.cfg.aepo.dynamic_kl
         if dynamic and "ref_logprob" in batch.tok:
             kld = kl_estimate(batch.tok["old_logprob"], batch.tok["ref_logprob"], kind=self.cfg.kl.estimator)
-            local = nonwindow_kl_stats(kld, batch.tok["hwe"], batch.response_mask, batch.seq["bucket"],
+            local = nonwindow_kl_stats(kld, batch.tok["kl_relaxed"], batch.response_mask, batch.seq["bucket"],
                                        self.cfg.aepo.kl_ctrl_signal)  # fmt: skip
             self.kl_ctrl.update(*local)  # the controller all-reduces the local sums itself
             kl_ctrl = tuple(self.reduce(t.clone()) for t in local)
@@ -114,7 +121,7 @@ class PAEC(Algorithm):
         super().__init__(cfg, reduce, gather)
         p = cfg.paec
         self.anchor = EntropyAnchor(p.anchor_steps, eps=p.mask_eps, all_reduce=reduce)
-        self._global = (0.0, 0.0)
+        self._global, self._step_value, self._value = (0.0, 0.0), 0.0, None
 
     @property
     def nucleus(self):
@@ -138,9 +145,12 @@ class PAEC(Algorithm):
         m = position_mask(scores.score, mask, p)
         batch.tok["paec_mask"] = m
         num, den = masked_entropy_sums(batch.tok["old_nucleus_entropy"], m, mask)
+        step = self.reduce(torch.stack([num, den]).to(torch.float64))
+        self._step_value = float(step[0]) / (float(step[1]) + p.mask_eps)
         h0 = self.anchor.update(num, den)
         return {
             "paec/h0": h0,
+            "paec/h_bar_step": self._step_value,
             "paec/score_mean": float((scores.score * mask).sum() / mask.sum().clamp(min=1)),
         }
 
@@ -150,10 +160,12 @@ class PAEC(Algorithm):
         num, den = masked_entropy_sums(mb.tok["old_nucleus_entropy"], mb.tok["paec_mask"], mb.response_mask)
         total = self.reduce(torch.stack([num, den]).to(torch.float64))
         self._global = (float(total[0]), float(total[1]))
+        self._value = self._step_value if self.cfg.paec.hbar_scope == "step" else None
 
     def extra_loss(self, micro, stats):
         from ares_cli.algorithms.paec import paec_loss
 
         out = paec_loss(stats.nucleus_entropy, micro.tok["paec_mask"], micro.response_mask, self.cfg.paec,
-                        h0=self.anchor.h0, global_num=self._global[0], global_den=self._global[1])  # fmt: skip
+                        h0=self.anchor.h0, global_num=self._global[0], global_den=self._global[1],
+                        value=self._value)  # fmt: skip
         return out.loss, out.metrics

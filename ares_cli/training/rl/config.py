@@ -119,6 +119,9 @@ class RewardConfig:
     correct: float = option(1.0, "Reward of a correct answer.")
     incorrect: float = option(0.0, "Reward of an incorrect (or ungradable) answer.")
     format_penalty: float = option(0.0, "Subtracted when the response has no \\boxed{} answer (0 = off).")
+    format_reward: float = option(
+        0.0, "Added when the response has a \\boxed{} answer (PAEC app. B.2: 0.05)."
+    )
     overlong_shaping: bool = option(False, "DAPO soft overlong punishment (dapo preset: on).")
     overlong_buffer: int = option(4096, "DAPO L_cache: penalty ramps over the last N tokens of the budget.")
     overlong_penalty: float = option(1.0, "Penalty at the full budget (DAPO: 1).")
@@ -146,6 +149,9 @@ class ValConfig:
     k: int = option(1, "Samples per validation problem (accuracy = mean over them).")
     max_new_tokens: int | None = option(None, "Validation budget; None = the rollout budget.")
     limit: int | None = option(None, "Only the first N validation problems.")
+    select_by: Literal["last", "accuracy", "pass_at_k"] = option(
+        "last", "Output model: the last step's, or the best validated one by mean accuracy / pass@k (PAEC)."
+    )
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 - accuracy: ``correct`` for a correct grade, ``incorrect`` otherwise (invalid / timeout / error included);
 - format: ``format_penalty`` subtracted when the response has no ``\\boxed{}`` answer (grade ``invalid``);
+  ``format_reward`` added when it has one that was graded (``correct`` or ``incorrect``; PAEC appendix B.2's
+  weak +0.05 for a final ``\\boxed{}``). A timeout or grader error gets neither;
 - DAPO soft overlong punishment (Yu et al. 2025, eq. 13) with L_max = the response budget and
   L_cache = ``overlong_buffer``: 0 while |y| <= L_max - L_cache, then ((L_max - L_cache) - |y|) / L_cache
   (times ``overlong_penalty``), reaching -penalty at |y| = L_max.
@@ -28,6 +30,8 @@ def response_reward(grade: str, n_tokens: int, cfg, max_new_tokens: int) -> floa
     reward = cfg.correct if grade == "correct" else cfg.incorrect
     if grade == "invalid":
         reward -= cfg.format_penalty
+    elif grade in ("correct", "incorrect"):
+        reward += cfg.format_reward
     if cfg.overlong_shaping:
         reward += overlong_penalty(n_tokens, max_new_tokens, cfg.overlong_buffer, cfg.overlong_penalty)
     return float(reward)

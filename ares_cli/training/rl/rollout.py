@@ -107,7 +107,8 @@ def all_gather_groups(groups: list[Group]) -> list[Group]:
 
 
 def validate_accuracy(backend, tokenizer, problems, *, cfg, pool, rank: int, world: int) -> dict[str, float]:
-    """Accuracy and mean length on this rank's share of ``problems``, as (sum, count) to all-reduce."""
+    """Accuracy, pass@k (``cfg.val.k`` samples per problem) and mean length on this rank's share of
+    ``problems``, as sums and counts to all-reduce."""
     from ares_cli.generation import GenerationRequest, SamplingParams, render_prompt, seed_for
 
     v, r = cfg.val, cfg.rollout
@@ -122,11 +123,17 @@ def validate_accuracy(backend, tokenizer, problems, *, cfg, pool, rank: int, wor
     completions = backend.generate(requests, sampling) if requests else []
     flat = [(p, c) for p, comps in zip(mine, completions, strict=True) for c in comps]
     grades = pool.grade([(p["answer"], c.text) for p, c in flat]) if flat else []
+    solved, i = 0, 0
+    for comps in completions:  # pass@k: a problem counts once any of its k samples is correct
+        solved += any(g.grade == "correct" for g in grades[i : i + len(comps)])
+        i += len(comps)
     return {
         "correct": float(sum(g.grade == "correct" for g in grades)),
         "tokens": float(sum(c.n_tokens for _, c in flat)),
         "truncated": float(sum(c.finish_reason == "length" for _, c in flat)),
         "count": float(len(flat)),
+        "solved": float(solved),
+        "problems": float(len(mine)),
     }
 
 

@@ -8,6 +8,9 @@ learning-rate schedule is a pure function of the optimiser step, which is stored
 ``metrics.jsonl`` and the trackers (:class:`ares_cli.tracking.MetricLog`) are keyed by ``step``. On resume,
 rows written after the checkpoint the run resumes from (the killed run got further than its last checkpoint)
 are dropped first, so the resumed run rewrites those steps and no step is ever duplicated.
+
+With ``val.select_by`` the best validated model is kept in ``<work_dir>/best-model`` (its step and score in
+the counters) and becomes ``model`` at the end, the last step's moving to ``last-model``.
 """
 
 from __future__ import annotations
@@ -53,3 +56,49 @@ def restore_controllers(algo, meta: dict[str, Any]) -> None:
         if name not in saved:
             raise StageFailure(f"checkpoint lacks the state of controller '{name}'")
         controller.load_state_dict(saved[name])
+
+
+BEST, LAST = "best-model", "last-model"
+
+
+def keep_best(out_dir: Path, step: int, score: float, counters: dict[str, Any], *, model, engine, tokenizer,
+              dist) -> bool:  # fmt: skip
+    """Checkpoint selection (``val.select_by``; PAEC: best AIME23 Pass@16 of the validated steps).
+
+    When ``score`` beats ``counters["best_score"]`` (an earlier step wins a tie), the model is written to
+    ``out_dir/best-model`` (``save_pretrained``; a collective under ZeRO-3) and the counters, which every
+    checkpoint stores, remember the step and score, so a resumed run keeps its best. Returns whether it
+    replaced the best."""
+    from ares_cli.training import distributed
+
+    if counters.get("best_step") is not None and score <= counters["best_score"]:
+        return False
+    weights = None
+    if distributed.zero_stage(engine) == 3:
+        weights = engine._zero3_consolidated_16bit_state_dict()  # collective: every rank calls it
+    if dist.is_main:
+        path = Path(out_dir) / BEST
+        model.save_pretrained(str(path), state_dict=weights)
+        tokenizer.save_pretrained(str(path))
+    distributed.barrier()
+    counters["best_step"], counters["best_score"] = step, float(score)
+    return True
+
+
+def promote_best(out_dir: Path, dist, *, keep_last: bool = False) -> None:
+    """After the final save: ``model`` (the last step's) becomes ``last-model`` and ``best-model`` the
+    ``model``; with ``keep_last`` (the last step was the best) the copy is simply dropped."""
+    import os
+    import shutil
+
+    from ares_cli.training import distributed
+
+    if dist.is_main:
+        out = Path(out_dir)
+        if keep_last:
+            shutil.rmtree(out / BEST, ignore_errors=True)
+        else:
+            shutil.rmtree(out / LAST, ignore_errors=True)
+            os.replace(out / "model", out / LAST)
+            os.replace(out / BEST, out / "model")
+    distributed.barrier()

@@ -155,12 +155,22 @@ def train_rl(
 
                 local = validate_accuracy(backend, tokenizer, val_problems, cfg=cfg, pool=pool,
                                           rank=dist.rank, world=dist.world_size)  # fmt: skip
-            s = reduce(torch.tensor([local[k] for k in ("correct", "tokens", "truncated", "count")],
-                                    dtype=torch.float64)).tolist()  # fmt: skip
+            keys = ("correct", "tokens", "truncated", "count", "solved", "problems")
+            s = reduce(torch.tensor([local[k] for k in keys], dtype=torch.float64)).tolist()
             val_acc[step] = s[0] / max(s[3], 1)
-            log(f"val step {step} | accuracy {val_acc[step]:.4f} | len {s[1] / max(s[3], 1):.1f}")
-            return {"val/accuracy": val_acc[step], "val/response_len": s[1] / max(s[3], 1),
-                    "val/truncated_frac": s[2] / max(s[3], 1), "val/count": s[3]}  # fmt: skip
+            out = {"val/accuracy": val_acc[step], "val/pass_at_k": s[4] / max(s[5], 1),
+                   "val/response_len": s[1] / max(s[3], 1), "val/truncated_frac": s[2] / max(s[3], 1),
+                   "val/count": s[3]}  # fmt: skip
+            log(
+                f"val step {step} | accuracy {val_acc[step]:.4f} | pass@{cfg.val.k} {out['val/pass_at_k']:.4f} "
+                f"| len {out['val/response_len']:.1f}"
+            )
+            if cfg.val.select_by != "last" and step > 0:
+                score = out["val/accuracy" if cfg.val.select_by == "accuracy" else "val/pass_at_k"]
+                if state.keep_best(out_dir, step, score, counters, model=model, engine=engine,
+                                   tokenizer=tokenizer, dist=dist):  # fmt: skip
+                    log(f"val step {step} | best so far by {cfg.val.select_by} ({score:.4f})")
+            return out
 
         if step0 == 0 and val_problems and 0 not in rows:
             rows.write({"step": 0, **validate(0)})
@@ -257,9 +267,13 @@ def train_rl(
     # -- final model
     rows.close()
     save_final(out_dir / "model", model, engine, tokenizer, dist)
+    selected = counters.get("best_step") if cfg.val.select_by != "last" else None
+    if selected is not None:
+        state.promote_best(out_dir, dist, keep_last=selected == cfg.steps)
     first, final = val_acc.get(0), val_acc.get(cfg.steps)
     stats = {"steps": cfg.steps, "algo": cfg.algo, "tokens": counters["tokens"], "world_size": dist.world_size,
-             "val_accuracy_initial": first, "val_accuracy_final": final,
+             "val_accuracy_initial": first, "val_accuracy_final": final, "selected_step": selected or cfg.steps,
+             "selected_score": counters.get("best_score"),
              "time_s": {p: round(counters[f"{p}_s"], 3) for p in PHASES},
              "deepspeed_zero_stage": distributed.zero_stage(engine)}  # fmt: skip
     return RLResult(True, stats)
