@@ -32,6 +32,32 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def tiny_vl_dir(tmp_path_factory) -> Path:
+    """A tiny random Qwen2.5-VL (real transformers class) with tokenizer and processor (seed 0)."""
+    from ares_cli.models.tiny_vl import save_tiny_vl
+
+    out = tmp_path_factory.mktemp("tiny-vl")
+    save_tiny_vl(out, seed=0)
+    return out
+
+
+@pytest.fixture(scope="session")
+def vl_images(tmp_path_factory) -> list[Path]:
+    """Four small PNGs of different sizes and colours (28x28 to 56x56)."""
+    from PIL import Image, ImageDraw
+
+    out = tmp_path_factory.mktemp("vl-images")
+    paths = []
+    for i, (size, color) in enumerate([((28, 28), (255, 0, 0)), ((56, 28), (0, 200, 0)),
+                                       ((42, 56), (0, 0, 255)), ((56, 56), (250, 250, 0))]):  # fmt: skip
+        img = Image.new("RGB", size, color)
+        ImageDraw.Draw(img).rectangle([2, 2, 10 + i, 12], fill=(i * 60, 255 - i * 60, 128))
+        paths.append(out / f"img{i}.png")
+        img.save(paths[-1])
+    return paths
+
+
 def run_ares(*args: str, root: Path, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the real `ares` console entry point in a subprocess (stdout and stderr kept apart)."""
     env = os.environ | {"ARES_ARTIFACTS": str(root), "PYTHONUNBUFFERED": "1"}

@@ -184,7 +184,7 @@ class FakeLLM:
             reason = "length" if seed % 2 else "stop"
             lps = [{t: SimpleNamespace(logprob=-0.5 * (i + 1))} for i, t in enumerate(toks)]
             comp = SimpleNamespace(text=f"s{seed}", token_ids=tuple(toks), finish_reason=reason, logprobs=lps)
-            outs.append(SimpleNamespace(prompt_token_ids=p["prompt_token_ids"], outputs=[comp]))
+            outs.append(SimpleNamespace(prompt_token_ids=p.get("prompt_token_ids"), outputs=[comp]))
         return outs
 
     def apply_model(self, func):
@@ -268,6 +268,34 @@ def test_vllm_weight_sync_resets_prefix_cache(fake_vllm):
     [loaded] = llm.applied
     assert [n for n, _ in loaded] == ["weight", "bias"] and llm.resets == 1
     assert not loaded[0][1].requires_grad
+
+
+def test_vllm_images_go_as_multi_modal_data(fake_vllm, tmp_path):
+    from PIL import Image
+
+    from ares_cli.errors import InputError
+
+    paths = []
+    for i, size in enumerate([(28, 28), (56, 42)]):
+        paths.append(str(tmp_path / f"{i}.png"))
+        Image.new("RGB", size, (i * 100, 0, 0)).save(paths[-1])
+    b = get_backend("vllm", "m", max_images=2, min_pixels=784, max_pixels=3136)
+    llm = FakeLLM.instances[-1]
+    assert llm.kw["limit_mm_per_prompt"] == {"image": 2}
+    assert llm.kw["mm_processor_kwargs"] == {"min_pixels": 784, "max_pixels": 3136}
+    reqs = [GenerationRequest("<img> <img> what", seeds=(4, 5), key="v", images=tuple(paths)),
+            GenerationRequest("ab c", seeds=(6,), key="t")]  # fmt: skip
+    out = b.generate(reqs, SamplingParams(max_new_tokens=3))
+    [(prompts, params, _)] = llm.calls
+    assert prompts[0] is prompts[1] and prompts[0]["prompt"] == "<img> <img> what"
+    images = prompts[0]["multi_modal_data"]["image"]
+    assert [im.size for im in images] == [(28, 28), (56, 42)] and images[1].getpixel((0, 0)) == (100, 0, 0)
+    assert prompts[2] == {"prompt_token_ids": [2, 1]}
+    assert [p.kw["seed"] for p in params] == [4, 5, 6] and [len(r) for r in out] == [2, 1]
+    text_only = get_backend("vllm", "m")
+    assert "limit_mm_per_prompt" not in FakeLLM.instances[-1].kw
+    with pytest.raises(InputError, match="at most 0"):
+        text_only.generate(reqs[:1], SamplingParams(max_new_tokens=3))
 
 
 def test_unknown_option_is_usage_error():

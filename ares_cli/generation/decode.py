@@ -2,7 +2,11 @@
 
 Each row draws its randomness from its own `torch.Generator` seeded by the row's seed: the uniforms for
 all steps are drawn up front (one per step), and a token is chosen by inverse-CDF lookup. A row's text
-therefore depends only on (prompt, seed, sampling), not on which other rows share the batch.
+therefore depends only on (prompt, images, seed, sampling), not on which other rows share the batch.
+
+Rows with images (a vision-language model) bring their pixel patches to the prefill and get the model's
+3-D rotary positions there (:func:`ares_cli.models.vision.forward_inputs`); decode steps then continue
+from each row's next position. Vision special tokens are masked out of every step's distribution.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+
+from ares_cli.models.vision import VisionInputs, forward_inputs, next_positions
 
 
 @dataclass
@@ -71,8 +77,11 @@ def _left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.devic
     for i, p in enumerate(prompts):
         ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
         mask[i, width - len(p) :] = 1
-    pos = (mask.cumsum(-1) - 1).clamp_(min=0)
-    return ids.to(device), mask.to(device), pos.to(device)
+    return ids.to(device), mask.to(device)
+
+
+def _suppress(logits: torch.Tensor, banned: torch.Tensor) -> torch.Tensor:
+    return logits.index_fill_(-1, banned, float("-inf")) if banned.numel() else logits
 
 
 @torch.inference_mode()
@@ -87,27 +96,38 @@ def decode_chunk(
     eos_ids: set[int],
     pad_id: int,
     stop_hit: Callable[[list[int]], bool] | None = None,
+    vision: Sequence[VisionInputs | None] | None = None,
+    suppress_ids: Sequence[int] = (),
 ) -> list[RowResult]:
     """Sample one continuation per (prompt, seed) row with a shared KV cache.
 
-    Identical prompts in the chunk are prefilled once and their cache rows copied. Finished rows are
-    dropped from the cache, the mask and the next step's inputs.
+    ``vision`` gives each row's images (None for a text row). Identical prompts (same ids and images) in
+    the chunk are prefilled once and their cache rows copied. Finished rows are dropped from the cache, the
+    mask and the next step's inputs. ``suppress_ids`` can never be sampled.
     """
     device = next(model.parameters()).device
-    unique: dict[tuple[int, ...], int] = {}
-    row_src = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
-    ids, mask, pos = _left_pad(list(unique), pad_id, device)
+    vision = list(vision) if vision is not None else [None] * len(prompts)
+    unique: dict[tuple, int] = {}
+    first: list[VisionInputs | None] = []
+    row_src = []
+    for p, v in zip(prompts, vision, strict=True):
+        key = (tuple(p), v.key if v is not None else None)
+        if key not in unique:
+            unique[key] = len(unique)
+            first.append(v)
+        row_src.append(unique[key])
+    ids, mask = _left_pad([k[0] for k in unique], pad_id, device)
+    inputs = forward_inputs(model, ids, mask, first)
     cache_kw, keep_kw = _forward_kwargs(model)
     cache = _new_cache(model)
     extra = {keep_kw: 1} if keep_kw else {}
-    out = model(
-        input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **{cache_kw: cache}, **extra
-    )
+    out = model(input_ids=ids, attention_mask=mask, use_cache=True, **inputs, **{cache_kw: cache}, **extra)
     src = torch.tensor(row_src, dtype=torch.long, device=device)
     if len(unique) != len(prompts) or row_src != list(range(len(prompts))):
         cache.batch_select_indices(src)
-    logits = out.logits[src, -1].float()
-    mask, next_pos = mask[src], pos[src, -1] + 1
+    banned = torch.tensor(sorted(set(suppress_ids)), dtype=torch.long, device=device)
+    logits = _suppress(out.logits[src, -1].float(), banned)
+    mask, next_pos = mask[src], next_positions(inputs["position_ids"])[src]
     uniforms = row_uniforms(seeds, max_new_tokens, device) if temperature > 0 else None
 
     active = list(range(len(prompts)))  # original row index of each live batch row
@@ -143,5 +163,5 @@ def decode_chunk(
             use_cache=True,
             **{cache_kw: cache},
         )
-        logits, next_pos = out.logits[:, -1].float(), next_pos + 1
+        logits, next_pos = _suppress(out.logits[:, -1].float(), banned), next_pos + 1
     return results  # type: ignore[return-value]

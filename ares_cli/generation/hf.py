@@ -1,4 +1,4 @@
-"""`hf` backend: transformers model + tokenizer, batched sampling with a KV cache on CPU or CUDA."""
+"""`hf` backend: transformers model + tokenizer (+ processor for images), batched sampling with a KV cache."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ares_cli.errors import UsageError
+from ares_cli.errors import InputError, UsageError
 from ares_cli.generation.types import Completion, GenerationRequest, SamplingParams
 
 
@@ -27,8 +27,10 @@ class HFBackend:
     """Sample with a transformers causal LM.
 
     Loads from a local directory (or a hub id already in the local cache) onto CUDA in bf16 when available,
-    else CPU fp32. Rows are (prompt, seed) pairs, sorted by prompt length and decoded `batch_size` at a time;
-    each row's randomness comes from its own seeded generator (see `ares_cli.generation.decode`).
+    else CPU fp32; a vision-language model also loads its processor (images resized into
+    [`min_pixels`, `max_pixels`]). Rows are (prompt, seed) pairs, sorted by prompt length and decoded
+    `batch_size` at a time; each row's randomness comes from its own seeded generator (see
+    `ares_cli.generation.decode`).
     """
 
     name = "hf"
@@ -42,8 +44,13 @@ class HFBackend:
         dtype: str | None = None,
         hf_model: Any = None,
         tokenizer: Any = None,
+        processor: Any = None,
+        min_pixels: int | None = None,
+        max_pixels: int | None = None,
     ):
         import torch
+
+        from ares_cli.models.vision import suppressed_token_ids
 
         if batch_size < 1:
             raise UsageError(f"batch_size must be >= 1, got {batch_size}")
@@ -55,6 +62,10 @@ class HFBackend:
 
             device = device or ("cuda" if torch.cuda.is_available() else "cpu")
             hf_model = load_model(model, dtype=dtype, device=device)
+            if processor is None:
+                from ares_cli.models import load_processor
+
+                processor = load_processor(model, min_pixels=min_pixels, max_pixels=max_pixels)
         elif device is not None:
             hf_model = hf_model.to(device)
         if tokenizer is None:
@@ -66,18 +77,34 @@ class HFBackend:
             tokenizer = load_tokenizer(source)
         self.model = hf_model.eval()
         self.tokenizer = tokenizer
+        self.processor = processor
+        self.suppress_ids = suppressed_token_ids(self.model)
         self.eos_ids = _eos_ids(self.model, tokenizer)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else (min(self.eos_ids) if self.eos_ids else 0))
 
     @classmethod
-    def from_model(cls, hf_model: Any, tokenizer: Any, *, batch_size: int = 64) -> HFBackend:
+    def from_model(
+        cls, hf_model: Any, tokenizer: Any, *, batch_size: int = 64, processor: Any = None
+    ) -> HFBackend:
         """Wrap an already loaded model (e.g. the trainer's policy) without copying it."""
-        return cls(None, batch_size=batch_size, hf_model=hf_model, tokenizer=tokenizer)
+        return cls(None, batch_size=batch_size, hf_model=hf_model, tokenizer=tokenizer, processor=processor)
 
     def encode(self, prompt: str) -> list[int]:
         """Token ids of a rendered prompt (the chat template already carries any BOS)."""
         return self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+
+    def encode_request(self, request: GenerationRequest):
+        """(token ids, :class:`~ares_cli.models.vision.VisionInputs` or None) of a request."""
+        from ares_cli.models.vision import encode_prompt
+
+        if request.images and self.processor is None:
+            raise InputError(
+                f"{request.key or 'a request'!r} has {len(request.images)} image(s) but the model is text-only "
+                "(no vision tower or processor)",
+                field="images",
+            )
+        return encode_prompt(self.tokenizer, self.processor, request.prompt, request.images)
 
     def _stop_checker(self, stop: tuple[str, ...]):
         if not stop:
@@ -102,7 +129,8 @@ class HFBackend:
         """Per request, one completion per seed, in seed order."""
         from ares_cli.generation.decode import decode_chunk
 
-        encoded = [self.encode(r.prompt) for r in requests]
+        pairs = [self.encode_request(r) for r in requests]
+        encoded, vision = [ids for ids, _ in pairs], [v for _, v in pairs]
         for r, ids in zip(requests, encoded, strict=True):
             if not ids and r.seeds:
                 raise UsageError(f"prompt for {r.key or 'a request'!r} encodes to no tokens")
@@ -122,6 +150,8 @@ class HFBackend:
                 eos_ids=self.eos_ids,
                 pad_id=self.pad_id,
                 stop_hit=stop_hit,
+                vision=[vision[ri] for ri, _ in chunk],
+                suppress_ids=self.suppress_ids,
             )
             for (ri, si), res in zip(chunk, results, strict=True):
                 out[ri][si] = self._finish(res.token_ids, res.logprobs, res.finish_reason, sampling.stop)

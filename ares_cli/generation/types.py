@@ -38,13 +38,17 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """One rendered prompt and one seed per sample (n = len(seeds)); `key` is the problem id for replay."""
+    """One rendered prompt and one seed per sample (n = len(seeds)); `key` is the problem id for replay.
+
+    `images` are the prompt's image paths, in the order of its image placeholders."""
 
     prompt: str
     seeds: tuple[int, ...]
     key: str = ""
+    images: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "images", tuple(str(p) for p in self.images))
         seeds = tuple(self.seeds)
         if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 or s > _SEED_MASK for s in seeds):
             raise UsageError(f"seeds must be integers in [0, 2**63), got {self.seeds!r}")

@@ -4,6 +4,10 @@ Seeding: every sample is its own vLLM request with `n=1` and `seed=<that sample'
 one seed, vLLM V0 draws all K sequences from one shared generator (a sample depends on its siblings) and
 V1 derives child seeds as `seed + index`, so neither reproduces a sample from its own `seed_for` value.
 The K single-sample requests of a prompt still share its KV blocks through prefix caching.
+
+Images: a request with images is sent as its rendered text with ``multi_modal_data={"image": [...]}``
+(decoded PIL images, in placeholder order), so vLLM's own processor expands the placeholders; the engine
+is built with ``limit_mm_per_prompt={"image": max_images}`` and the processor's pixel bounds.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ class VLLMBackend:
         dtype: str = "auto",
         max_model_len: int | None = None,
         logprobs: bool = True,
+        max_images: int | None = None,
+        min_pixels: int | None = None,
+        max_pixels: int | None = None,
         **llm_kwargs: Any,
     ):
         if model is None:
@@ -57,10 +64,16 @@ class VLLMBackend:
         )
         if max_model_len is not None:
             kwargs["max_model_len"] = max_model_len
+        if max_images:
+            kwargs["limit_mm_per_prompt"] = {"image": int(max_images)}
+            pixels = {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v}
+            if pixels:
+                kwargs["mm_processor_kwargs"] = pixels
         kwargs.update(llm_kwargs)
         self.llm = self._vllm.LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.logprobs = logprobs
+        self.max_images = int(max_images or 0)
 
     def _params(self, sampling: SamplingParams, seed: int):
         return self._vllm.SamplingParams(
@@ -75,11 +88,29 @@ class VLLMBackend:
 
     def generate(self, requests: list[GenerationRequest], sampling: SamplingParams) -> list[list[Completion]]:
         """Per request, one completion per seed, in seed order."""
+        from ares_cli.errors import InputError
+
         prompts, params = [], []
         for req in requests:
-            ids = self.tokenizer(req.prompt, add_special_tokens=False)["input_ids"]  # template carries BOS
+            if req.images:
+                if len(req.images) > self.max_images:
+                    raise InputError(
+                        f"{req.key or 'a request'!r} has {len(req.images)} image(s); the engine was built for "
+                        f"at most {self.max_images} per prompt (max_images)",
+                        field="images",
+                    )
+                from ares_cli.data.images import open_image
+
+                images = [open_image(p) for p in req.images]
+                prompt: dict[str, Any] = {"prompt": req.prompt, "multi_modal_data": {"image": images}}
+            else:  # the template carries BOS
+                prompt = {
+                    "prompt_token_ids": list(
+                        self.tokenizer(req.prompt, add_special_tokens=False)["input_ids"]
+                    )
+                }
             for seed in req.seeds:
-                prompts.append({"prompt_token_ids": list(ids)})
+                prompts.append(prompt)
                 params.append(self._params(sampling, seed))
         outputs = self.llm.generate(prompts, params, use_tqdm=False) if prompts else []
         if len(outputs) != len(prompts):

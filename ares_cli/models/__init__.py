@@ -14,6 +14,7 @@ from ares_cli.models.heads import decoder_trunk, final_hidden_states, lm_head_we
 from ares_cli.models.loading import (
     MERGER_PATTERNS,
     VISION_PATTERNS,
+    check_image_support,
     freeze_by_name,
     freeze_vision_tower,
     is_vision_language,
@@ -26,6 +27,7 @@ from ares_cli.models.loading import (
 __all__ = [
     "MERGER_PATTERNS",
     "VISION_PATTERNS",
+    "check_image_support",
     "decoder_trunk",
     "final_hidden_states",
     "freeze_by_name",

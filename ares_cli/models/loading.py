@@ -103,6 +103,23 @@ def load_processor(path: str | Path, *, min_pixels: int | None = None, max_pixel
     return processor
 
 
+def check_image_support(records, locations, model: str | Path | None) -> None:
+    """Exit 3 before any work when records have images and ``model`` is text-only (names the first such
+    record's file and row, field ``images``). No model (replayed completions) checks nothing."""
+    first = next((i for i, r in enumerate(records) if r.get("images")), None)
+    if first is None or model is None or is_vision_language(model):
+        return
+    file, row = locations[first] if first < len(locations) else (None, None)
+    n = sum(1 for r in records if r.get("images"))
+    raise InputError(
+        f"{n} record(s) have images but model {model} is text-only (no vision tower); use a vision-language "
+        "model or drop the images",
+        file=file,
+        row=row,
+        field="images",
+    )
+
+
 def freeze_by_name(model, patterns: Iterable[str], *, keep: Iterable[str] = ()) -> int:
     """``requires_grad=False`` on parameters whose dotted name has a part in ``patterns`` and none in
     ``keep``; returns the number of frozen elements."""

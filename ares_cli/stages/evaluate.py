@@ -148,6 +148,7 @@ def run_eval(
     """Run (or resume) an eval stage; returns (StageRun, results dict). ``progress(done, total, seconds)``
     is called after each chunk of problems (default: a log line)."""
     from ares_cli.data.loader import load_problems
+    from ares_cli.models import check_image_support
     from ares_cli.stages.inputs import dataset_ref, resolve_model
 
     inputs: list[InputRef] = []
@@ -174,6 +175,8 @@ def run_eval(
         plan["grader"] = cfg.grader or plan.get("grader") or (manifest and manifest.grader) or "math_verify"
         plan.setdefault("aggregate", manifest.aggregate if manifest else None)
         check_golds(loaded[plan["name"]].records, plan["grader"], plan["source"])
+        if cfg.backend != "replay":
+            check_image_support(loaded[plan["name"]].records, loaded[plan["name"]].locations, model_path)
     difficulty: dict[str, Any] = {}
     if difficulty_ref is not None:
         difficulty, ref = difficulty_from_passrate(store, difficulty_ref)
@@ -282,12 +285,12 @@ def check_golds(problems: list[dict], grader: str, source: str) -> None:
 def _sample_and_vote(problems, rows, cfg: EvalConfig, model_path, progress) -> dict[str, float]:
     """Generate and grade missing samples, then add each sample's vote class (verified equivalence)."""
     from ares_cli.grading import GradingPool
-    from ares_cli.stages.sampling import open_backend, sample_and_grade
+    from ares_cli.stages.sampling import most_images, open_backend, sample_and_grade
 
     with GradingPool(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s) as pool:
         timing = {"generate_s": 0.0, "grade_s": 0.0}
         if not all((p["id"], i) in rows for p in problems for i in range(cfg.k)):
-            backend = open_backend(cfg, model_path)
+            backend = open_backend(cfg, model_path, max_images=most_images(problems))
             timing = sample_and_grade(
                 problems,
                 rows,

@@ -114,6 +114,7 @@ def run_passrate(
 
     ``progress(done, total, seconds)`` is called after each chunk of problems (default: a log line)."""
     from ares_cli.data.loader import load_problems
+    from ares_cli.models import check_image_support
     from ares_cli.stages.inputs import dataset_ref, resolve_model
 
     loaded = load_problems(data, limit=cfg.limit)
@@ -135,6 +136,8 @@ def run_passrate(
             raise UsageError("--model is required")
         model_path, ref = resolve_model(store, model)
         inputs.append(ref)
+    if cfg.backend != "replay":
+        check_image_support(loaded.records, loaded.locations, model_path)
     run = store.open_stage(
         "passrate",
         code_version=CODE_VERSION,
@@ -169,11 +172,11 @@ def _progress_lines(log: Callable[[str], None]) -> Callable[[int, int, float], N
 
 def _sample(problems, rows, cfg: SamplingConfig, model_path, progress) -> dict[str, float]:
     from ares_cli.grading import GradingPool
-    from ares_cli.stages.sampling import open_backend, sample_and_grade
+    from ares_cli.stages.sampling import most_images, open_backend, sample_and_grade
 
     if all((p["id"], i) in rows for p in problems for i in range(cfg.k)):
         return {"generate_s": 0.0, "grade_s": 0.0, "generated_rows": 0}
-    backend = open_backend(cfg, model_path)
+    backend = open_backend(cfg, model_path, max_images=most_images(problems))
     with GradingPool(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s) as pool:
         return sample_and_grade(problems, rows, cfg=cfg, backend=backend, pool=pool, progress=progress)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ares_cli.config import option
+from ares_cli.models.pixels import MAX_PIXELS, MIN_PIXELS
 
 SAMPLE_KEY = ("problem_id", "sample_idx")
 
@@ -38,6 +39,8 @@ class SamplingConfig:
     chunk_problems: int = option(32, "Problems generated per batch; rows are written after each chunk.")
     batch_size: int = option(64, "Rows per forward pass (hf backend).")
     replay_file: str | None = option(None, "Completions JSONL for the replay backend.")
+    min_pixels: int = option(MIN_PIXELS, "Images with fewer pixels are upscaled (Qwen2.5-VL: 4*28*28).")
+    max_pixels: int = option(MAX_PIXELS, "Images with more pixels are downscaled (Qwen2.5-VL: 16384*28*28).")
     limit: int | None = option(None, "Only the first N problems of the dataset.")
 
 
@@ -46,17 +49,24 @@ def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[start : start + size]
 
 
-def open_backend(cfg: SamplingConfig, model_path: str | None):
-    """The configured generation backend (hf batch size, replay file)."""
+def open_backend(cfg: SamplingConfig, model_path: str | None, *, max_images: int = 0):
+    """The configured generation backend (hf batch size, replay file, image pixel bounds; vllm is built for
+    ``max_images`` images per prompt)."""
     from ares_cli.generation import get_backend, resolve_backend_name
 
     name = resolve_backend_name(cfg.backend)
+    pixels = {"min_pixels": cfg.min_pixels, "max_pixels": cfg.max_pixels}
     if name == "hf":
-        return get_backend("hf", model_path, batch_size=cfg.batch_size)
+        return get_backend("hf", model_path, batch_size=cfg.batch_size, **pixels)
     if name == "replay":
         tokenizer = model_path if model_path else None
         return get_backend("replay", cfg.replay_file, tokenizer=tokenizer)
-    return get_backend(name, model_path)
+    return get_backend(name, model_path, **({"max_images": max_images, **pixels} if max_images else {}))
+
+
+def most_images(problems: list[dict[str, Any]]) -> int:
+    """The largest number of images any one problem has (0 for a text dataset)."""
+    return max((len(p.get("images") or ()) for p in problems), default=0)
 
 
 def backend_tokenizer(backend) -> Any:
@@ -67,12 +77,17 @@ def backend_tokenizer(backend) -> Any:
 
 
 def render(cfg: SamplingConfig, tokenizer: Any, problem: dict[str, Any]) -> str:
+    """The prompt text of ``problem``; ``tokenizer`` may be a processor (one placeholder per image)."""
     from ares_cli.generation import render_prompt
 
     if tokenizer is None:  # replay without a tokenizer: the prompt text is not used
         return problem["problem"]
     return render_prompt(
-        tokenizer, problem["problem"], system_prompt=cfg.system_prompt, template=cfg.prompt_template
+        tokenizer,
+        problem["problem"],
+        system_prompt=cfg.system_prompt,
+        template=cfg.prompt_template,
+        n_images=len(problem.get("images") or ()),
     )
 
 
@@ -94,7 +109,7 @@ def sample_and_grade(
     sampling = SamplingParams(
         temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, stop=tuple(cfg.stop)
     )
-    tokenizer = backend_tokenizer(backend)
+    tokenizer = getattr(backend, "processor", None) or backend_tokenizer(backend)
     totals = {"generate_s": 0.0, "grade_s": 0.0, "generated_rows": 0}
     done = sum(1 for p in problems if all((p["id"], i) in rows for i in range(cfg.k)))
     for chunk in chunks(problems, cfg.chunk_problems):
@@ -103,7 +118,12 @@ def sample_and_grade(
             continue
         seeds = {p["id"]: tuple(seed_for(cfg.seed, p["id"], i) for i in range(cfg.k)) for p in todo}
         requests = [
-            GenerationRequest(prompt=render(cfg, tokenizer, p), seeds=seeds[p["id"]], key=p["id"])
+            GenerationRequest(
+                prompt=render(cfg, tokenizer, p),
+                seeds=seeds[p["id"]],
+                key=p["id"],
+                images=tuple(p.get("images") or ()),
+            )
             for p in todo
         ]
         started = time.perf_counter()
