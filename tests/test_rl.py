@@ -72,6 +72,7 @@ def test_presets_and_precedence(tmp_path):
         "topent",
         "aepo",
         "paec",
+        "aer",
     }
 
 

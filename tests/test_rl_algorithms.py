@@ -1,5 +1,5 @@
 """Algorithm hooks through the trainer's own code paths: PAEC's term reaches the weights, the H̄ scope, the
-AEPO KL-relaxation scope on a crafted batch, and PAEC stop/resume end to end."""
+AEPO KL-relaxation scope on a crafted batch, and PAEC / AER stop/resume end to end."""
 
 from __future__ import annotations
 
@@ -115,11 +115,18 @@ def test_aepo_kl_weight_on_non_start_window_tokens_follows_scope(scope):
     assert w.tolist() == pytest.approx(expect)
 
 
-def test_paec_stopped_and_resumed_run_reproduces_uninterrupted(tiny_model_dir, tmp_path):
-    """The anchor H0 (a controller) survives the checkpoint: the resumed run matches the uninterrupted one."""
+@pytest.mark.parametrize("algo", ["paec", "aer"])
+def test_stopped_and_resumed_run_reproduces_uninterrupted(algo, tiny_model_dir, tmp_path):
+    """The controllers (PAEC's anchor H0; AER's alpha and H0) survive the checkpoint: the resumed run
+    matches the uninterrupted one."""
     from safetensors.torch import load_file
 
-    sets = ("algo=paec", "steps=3", "save_every=2", "paec.anchor_steps=2")
+    extra = (
+        ("paec.anchor_steps=2",)
+        if algo == "paec"
+        else ("aer.coef_init=0.01", "aer.coef_lr=0.5", "aer.target_ratio=1.0")
+    )
+    sets = (f"algo={algo}", "steps=3", "save_every=2", *extra)
     _train(_cfg(*sets), tiny_model_dir, tmp_path / "full")
     assert not _train(_cfg(*sets, "max_steps_this_run=1"), tiny_model_dir, tmp_path / "resumed").complete
     assert _train(_cfg(*sets), tiny_model_dir, tmp_path / "resumed").complete
@@ -129,7 +136,8 @@ def test_paec_stopped_and_resumed_run_reproduces_uninterrupted(tiny_model_dir, t
         for key in a:
             if not key.startswith("time/") and key != "tokens_per_s":
                 assert a[key] == pytest.approx(b[key], abs=1e-6), (a["step"], key)
-    assert resumed[-1]["paec/h0"] == pytest.approx(full[-1]["paec/h0"])
+    key = "paec/h0" if algo == "paec" else "aer/alpha"
+    assert resumed[-1][key] == pytest.approx(full[-1][key])
     wa = load_file(str(tmp_path / "full/model/model.safetensors"))
     wb = load_file(str(tmp_path / "resumed/model/model.safetensors"))
     for name in wa:

@@ -62,8 +62,8 @@ def test_recipe_resolves(path):
 
 
 def test_every_toy_recipe_is_covered():
-    assert set(ABLATIONS) | {"toy-aepo", "toy-paec", "toy-grpo", "toy-dapo"} == set(TOY)
-    for name in [*ABLATIONS, "toy-aepo", "toy-paec"]:
+    assert set(ABLATIONS) | {"toy-aepo", "toy-paec", "toy-aer", "toy-grpo", "toy-dapo"} == set(TOY)
+    for name in [*ABLATIONS, "toy-aepo", "toy-paec", "toy-aer"]:
         assert f"--config pipelines/rl/{name}.yaml" in (RL / f"{name}.yaml").read_text()
 
 
@@ -71,6 +71,7 @@ def test_full_methods_share_toy_grpo_settings():
     # the AEPO preset's KL (coef 1 x kappa_d token weights) and online filtering; nothing else
     assert _diff("toy-aepo", "toy-grpo") == {"algo", "kl.coef", "filter.mode"}
     assert _diff("toy-paec", "toy-grpo") == {"algo"}
+    assert _diff("toy-aer", "toy-grpo") == {"algo"}  # PAEC's AER constants are AERConfig's defaults
 
 
 @pytest.mark.parametrize("name", sorted(ABLATIONS))
@@ -120,6 +121,9 @@ def test_toy_recipe_runs_one_step(name, step):
             assert row["aepo/shaping_abs_mean"] == 0.0 and row["reward"] == pytest.approx(row["reward_base"])
         if not dynamic:
             assert row["kl_weight_mean"] == pytest.approx(0.01)  # uniform kl_init on every token
+    if "aer" in name:
+        assert row["aer/h0"] > 0 and row["aer/target"] == pytest.approx(0.4 * row["aer/h0"])
+        assert row["aer/alpha"] == 0.0 and 0.0 <= row["aer/hard_frac"] <= 1.0  # alpha_0 = 0 on step 1
     if "paec" in name:
         assert row["paec/h_bar"] > 0 and row["paec/h0"] > 0 and "paec/penalty" in row
         mask_mean = row["paec/mask_mean"]

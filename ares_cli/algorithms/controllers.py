@@ -10,6 +10,7 @@ are already global; with ``torch.distributed`` the trainer passes e.g.
 - :class:`ThresholdEMA`: the ``ema`` option of the AEPO threshold τ (section 3.2.1).
 - :class:`HETargetTracker`: the N_target(d) source of the hierarchical reward (section 3.2.2).
 - :class:`EntropyAnchor`: PAEC's anchor H0 (eq. 12, algorithm 1 lines 21-26).
+- :class:`AERController`: AER's global coefficient α and anchor H0 (reconstruction, ``aer.md``).
 """
 
 from __future__ import annotations
@@ -251,3 +252,52 @@ class EntropyAnchor(_Stateful):
     def h_low(self, rho_min: float) -> float | None:
         """H_low = ρ_min·H0 (PAEC section 3.2); None before the first update."""
         return None if self.h0 is None else rho_min * self.h0
+
+
+class AERController(_Stateful):
+    """AER's global entropy coefficient α and its anchor H0 (``shared/notes/aer.md``; :mod:`.aer`).
+
+    :meth:`anchor` folds a step's pre-update per-token mean entropy into H0 during the first
+    ``anchor_steps`` steps (then H0 is frozen); :meth:`update` moves α towards H* = τ·H0 from the global
+    per-token mean entropy H_t. Both take local (Σ H, Σ tokens) and all-reduce them.
+    """
+
+    _state_keys = ("alpha", "h0_total", "h0_count", "steps", "last_entropy")
+
+    def __init__(self, cfg, all_reduce: AllReduce | None = None):
+        self.cfg = cfg
+        self.all_reduce = all_reduce or identity_all_reduce
+        self.alpha = float(cfg.coef_init)
+        self.h0_total, self.h0_count, self.steps = 0.0, 0, 0
+        self.last_entropy: float | None = None
+
+    @property
+    def h0(self) -> float | None:
+        return self.h0_total / self.h0_count if self.h0_count else None
+
+    @property
+    def target(self) -> float | None:
+        return None if self.h0 is None else self.cfg.target_ratio * self.h0
+
+    def _mean(self, h_sum, count) -> float | None:
+        s, c = _reduce(self.all_reduce, torch.as_tensor(h_sum), torch.as_tensor(count))
+        return float(s.sum() / c.sum()) if float(c.sum()) > 0 else None
+
+    def anchor(self, h_sum, count) -> float | None:
+        """H0 = mean of the first K steps' global per-token entropies; returns H0."""
+        h = self._mean(h_sum, count)
+        if self.h0_count < self.cfg.anchor_steps and h is not None:
+            self.h0_total += h
+            self.h0_count += 1
+        return self.h0
+
+    def update(self, h_sum, count) -> float:
+        """α ← rule(α, H_t, H*) from this step's global entropy (α unchanged without an anchor or tokens)."""
+        from ares_cli.algorithms.aer import coef_update
+
+        h = self._mean(h_sum, count)
+        if h is not None and self.target is not None:
+            self.alpha = coef_update(self.alpha, h, self.target, self.cfg)
+            self.last_entropy = h
+        self.steps += 1
+        return self.alpha

@@ -44,7 +44,8 @@ def command(
     algo: Annotated[
         str | None,
         typer.Option(
-            help="grpo dapo drgrpo cispo clip_cov kl_cov entropy topent aepo paec.", rich_help_panel=PANEL_RL
+            help="grpo dapo drgrpo cispo clip_cov kl_cov entropy topent aepo paec aer.",
+            rich_help_panel=PANEL_RL,
         ),
     ] = None,
     val_data: Annotated[

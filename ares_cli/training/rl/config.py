@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from ares_cli.algorithms.aepo import AEPOConfig
+from ares_cli.algorithms.aer import AERConfig
 from ares_cli.algorithms.paec import PAECConfig
 from ares_cli.algorithms.policy_losses import PolicyLossConfig
 from ares_cli.config import load_yaml, option, parse_sets, resolve, to_dict
@@ -166,7 +167,7 @@ class RLConfig:
     """The RL stage: algorithm, rollout, optimisation, loss, KL, rewards, filtering, validation."""
 
     algo: str = option(
-        "grpo", "Algorithm preset: grpo dapo drgrpo cispo clip_cov kl_cov entropy topent aepo paec."
+        "grpo", "Algorithm preset: grpo dapo drgrpo cispo clip_cov kl_cov entropy topent aepo paec aer."
     )
     steps: int = option(720, "RL steps (PAEC: 720).")
     seed: int = option(0, "Seed of the prompt order, rollout seeds and every other random choice.")
@@ -185,6 +186,9 @@ class RLConfig:
     grading: GradingConfig = option(GradingConfig(), "Grading.")
     aepo: AEPOConfig = option(AEPOConfig(), "AEPO constants (ares_cli.algorithms.aepo.AEPOConfig).")
     paec: PAECConfig = option(PAECConfig(), "PAEC constants (ares_cli.algorithms.paec.PAECConfig).")
+    aer: AERConfig = option(
+        AERConfig(), "AER constants (ares_cli.algorithms.aer.AERConfig; a reconstruction)."
+    )
 
 
 UNKEYED = ("max_steps_this_run",)
@@ -201,6 +205,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "topent": {"loss": {"top_entropy_frac": 0.2}},
     "aepo": {"kl": {"coef": 1.0}, "filter": {"mode": "filter"}},
     "paec": {},
+    "aer": {},
 }  # fmt: skip
 
 

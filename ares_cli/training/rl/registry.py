@@ -7,6 +7,7 @@ from __future__ import annotations
 from ares_cli.algorithms.registry import Registry
 from ares_cli.training.rl.algos import Algorithm, Reduce
 from ares_cli.training.rl.algos_adaptive import AEPO, PAEC
+from ares_cli.training.rl.algos_aer import AER
 
 ALGORITHMS: Registry = Registry("RL algorithm")
 BASELINES = ("grpo", "dapo", "drgrpo", "cispo", "clip_cov", "kl_cov", "entropy", "topent")
@@ -15,6 +16,7 @@ for _name in BASELINES:
     ALGORITHMS.register(_name)(Algorithm)
 ALGORITHMS.register("aepo")(AEPO)
 ALGORITHMS.register("paec")(PAEC)
+ALGORITHMS.register("aer")(AER)
 
 
 def build_algorithm(cfg, reduce: Reduce, gather: Reduce | None = None) -> Algorithm:
