@@ -102,3 +102,21 @@ def test_text_model_with_image_records_exits_3_before_work(tiny_model_dir, vl_im
         assert "text-only" in proc.stderr and "row 1" in proc.stderr and "'images'" in proc.stderr
         assert "Traceback" not in proc.stderr
     assert not list(root.glob("*/*.partial")) and not list(root.glob("*/*/manifest.json"))
+
+
+def test_curated_examples_keep_their_images(tiny_vl_dir, vl_images, tmp_path):
+    data = write_vl_dataset(tmp_path / "d", vl_images, n=3)
+    rates = [{"problem_id": f"v{i}", "source": "vis", "n_correct": 1, "k": 2} for i in range(3)]
+    responses = [
+        {"problem_id": f"v{i}", "response": f"so \\boxed{{{i % 3}}}", "n_tokens": 9} for i in range(3)
+    ]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rates))
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in responses))
+    out = json.loads(run_ares("--json", "curate", "--passrates", str(tmp_path / "r.jsonl"), "--responses",
+                              str(tmp_path / "c.jsonl"), "--data", str(data), "--grader", "boxed_int",
+                              "--per-bracket", "3", root=tmp_path / "art").stdout)  # fmt: skip
+    rows = [json.loads(x) for x in (Path(out["path"]) / "sft.jsonl").read_text().splitlines()]
+    assert rows and all(Path(p).is_file() for r in rows for p in r["images"])
+    assert {r["problem_id"]: len(r["images"]) for r in rows} == {
+        f"v{i}": 2 if i == 0 else 1 for i in range(3)
+    }

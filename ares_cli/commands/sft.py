@@ -130,6 +130,15 @@ def command(
     model_dir, model_ref = resolve_model(store, model)
     data_path, data_ref = resolve_data(store, data)
     inputs = [model_ref, data_ref] + ([store.input_ref("deepspeed", cfg.deepspeed)] if cfg.deepspeed else [])
+    from ares_cli.data.images import images_input_ref
+    from ares_cli.data.jsonl import parse_jsonl
+    from ares_cli.models import check_image_support
+
+    image_ref = images_input_ref(data_path)
+    if image_ref is not None:
+        rows = parse_jsonl(data_path)[0]
+        check_image_support([r for _, r in rows], [(str(data_path), n) for n, _ in rows], model_dir)
+        inputs.append(image_ref)
 
     with opts.progress("sft", unit="steps") as progress:
         run_training_stage(

@@ -152,3 +152,29 @@ def hashable_records(records: Sequence[dict]) -> list[dict]:
                 raise InputError(f"image not found: {path}", file=path, field=FIELD) from None
         out.append({**record, FIELD: digests})
     return out
+
+
+def images_input_ref(jsonl: str | Path, *, role: str = "images"):
+    """An InputRef over the bytes of every image a JSONL file's rows name (paths relative to the file), or
+    None when no row has images; a training stage adds it so replacing an image reruns the stage."""
+    from ares_cli.artifacts import InputRef
+    from ares_cli.data.jsonl import parse_jsonl
+    from ares_cli.hashing import canonical_json, sha256_text
+
+    rows, _ = parse_jsonl(Path(jsonl))
+    digests = []
+    for row_no, row in rows:
+        if not isinstance(row, dict) or not row.get(FIELD):
+            continue
+        try:
+            paths = resolve_images(row[FIELD], Path(jsonl).parent)
+        except ValueError as exc:
+            raise InputError(str(exc), file=jsonl, row=row_no, field=FIELD) from None
+        for path in paths:
+            try:
+                digests.append([row_no, sha256_file(path)])
+            except OSError:
+                raise InputError(f"image not found: {path}", file=jsonl, row=row_no, field=FIELD) from None
+    if not digests:
+        return None
+    return InputRef(role=role, path=str(jsonl), sha256=sha256_text(canonical_json(digests)))

@@ -94,10 +94,8 @@ def load_processor(path: str | Path, *, min_pixels: int | None = None, max_pixel
     size = dict(getattr(processor.image_processor, "size", None) or {})
     if min_pixels is not None:
         size["shortest_edge"] = int(min_pixels)
-        processor.image_processor.min_pixels = int(min_pixels)
     if max_pixels is not None:
         size["longest_edge"] = int(max_pixels)
-        processor.image_processor.max_pixels = int(max_pixels)
     if size:
         processor.image_processor.size = size
     return processor

@@ -49,6 +49,20 @@ def encode_prompt(tokenizer, processor, prompt: str, images: Sequence[str] = ())
     return ids, VisionInputs(enc["pixel_values"], enc["image_grid_thw"], tuple(str(p) for p in images))
 
 
+def encode_images(processor, images: Sequence[str]) -> VisionInputs:
+    """The :class:`VisionInputs` of ``images`` alone (no text), through the processor's image processor."""
+    from ares_cli.data.images import open_image
+
+    out = processor.image_processor(images=[open_image(p) for p in images], return_tensors="pt")
+    return VisionInputs(out["pixel_values"], out["image_grid_thw"], tuple(str(p) for p in images))
+
+
+def image_token_counts(processor, vision: VisionInputs) -> list[int]:
+    """Placeholder tokens each image expands to: its merged patch count."""
+    merge = int(getattr(processor.image_processor, "merge_size", 2)) ** 2
+    return [int(n) // merge for n in vision.image_grid_thw.prod(-1).tolist()]
+
+
 def unwrap(model):
     """The transformers model inside a DeepSpeed engine (or the model itself)."""
     return getattr(model, "module", model)

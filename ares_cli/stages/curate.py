@@ -151,6 +151,10 @@ def run_curate(
     )
     prompts = {pid: p["problem"] for pid, p in problems.items()}
     examples, stats = curate(rates, candidates, prompts, cfg)
+    for example in examples:  # image problems keep their images (absolute paths, as loaded)
+        images = problems.get(example["problem_id"], {}).get("images")
+        if images:
+            example["images"] = list(images)
     if not examples:
         raise StageFailure(
             f"curation chose no examples (no problem has a correct candidate): {stats['brackets']}"

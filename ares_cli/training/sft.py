@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from ares_cli.config import option
 from ares_cli.errors import UsageError
+from ares_cli.models.pixels import MAX_PIXELS, MIN_PIXELS
 
 CODE_VERSION = "sft-1"
 
@@ -53,6 +54,8 @@ class SFTConfig:
     save_every: int = option(100, "Checkpoint every N optimiser steps (0 = never); the last two are kept.")
     freeze_vision_tower: bool = option(True, "Freeze params named visual/vision_tower/vision_model (ARES).")
     train_merger: bool = option(False, "With the tower frozen, still train its vision-to-language merger.")
+    min_pixels: int = option(MIN_PIXELS, "Images with fewer pixels are upscaled (Qwen2.5-VL: 4*28*28).")
+    max_pixels: int = option(MAX_PIXELS, "Images with more pixels are downscaled (Qwen2.5-VL: 16384*28*28).")
     deepspeed: str | None = option(
         None, "DeepSpeed ZeRO config (pipelines/deepspeed/zero2.json); None = torch."
     )
@@ -137,7 +140,8 @@ def train_sft(
     import numpy as np
     import torch
 
-    from ares_cli.models import freeze_vision_tower, load_model, load_tokenizer
+    from ares_cli.models import freeze_vision_tower, load_model, load_processor, load_tokenizer
+    from ares_cli.models.vision import forward_inputs
     from ares_cli.tracking import MetricLog
     from ares_cli.training import checkpoint, distributed
     from ares_cli.training.sft_data import collate, epoch_batches, load_examples, micro_batches
@@ -152,6 +156,7 @@ def train_sft(
     # -- model, data, plan
     tokenizer = load_tokenizer(model_path)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    processor = load_processor(model_path, min_pixels=config.min_pixels, max_pixels=config.max_pixels)
     model = load_model(model_path)
     frozen = freeze_vision_tower(model, train_merger=config.train_merger) if config.freeze_vision_tower else 0
     if config.gradient_checkpointing:
@@ -160,7 +165,7 @@ def train_sft(
         )
         enable()
     bf16 = config.dtype == "bf16" or (config.dtype == "auto" and dist.device.startswith("cuda"))
-    examples, counts = load_examples(Path(data_path), tokenizer, config.max_seq_len)
+    examples, counts = load_examples(Path(data_path), tokenizer, config.max_seq_len, processor=processor)
     lengths = [len(ex.input_ids) for ex in examples]
     n_micro = accumulation_steps(config, dist.world_size)
     steps_per_epoch = math.ceil(len(examples) / config.batch_size)
@@ -239,10 +244,11 @@ def train_sft(
 
         loss_sum = torch.zeros((), dtype=torch.float64)
         for part in local:
-            batch = {
-                k: v.to(dist.device)
-                for k, v in collate(part, pad_id=pad_id, packed=config.batching == "packed").items()
-            }
+            batch = collate(part, pad_id=pad_id, packed=config.batching == "packed", processor=processor)
+            vision = batch.pop("vision", None)
+            batch = {k: v.to(dist.device) for k, v in batch.items()}
+            if vision is not None:
+                batch |= forward_inputs(model, batch["input_ids"], batch["attention_mask"], vision)
             with autocast:
                 summed = micro_loss(forward, batch)
             loss_sum += summed.detach().double().cpu()

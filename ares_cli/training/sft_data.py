@@ -9,6 +9,11 @@ Batches: each optimiser step takes ``global_batch`` examples. ``length_grouped``
 examples by length so padding stays small; ``packed`` keeps the shuffled order and concatenates each
 micro-batch's examples into one row with position ids restarting at 0 per example (transformers then
 builds a block-diagonal causal mask, so examples never attend to each other). Both give the same loss.
+
+Images (a vision-language model): a row's ``images`` (paths, relative ones against the data file) go into
+its first user message as image parts, one placeholder each; after labelling, each placeholder token is
+repeated as many times as the image has merged patches (never labelled). Pixel values are computed when a
+micro-batch is collated, not kept in memory. Packing does not support images.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ GROUP_WINDOW = 16  # global batches per length-sorting window
 class Example:
     input_ids: list[int]
     labels: list[int]
+    images: tuple[str, ...] = ()
 
     @property
     def n_response(self) -> int:
@@ -36,11 +42,20 @@ class Example:
 def to_messages(
     row: dict[str, Any], *, file: Path | str | None = None, row_no: int | None = None
 ) -> list[dict]:
-    """The chat messages of one data row (prompt/response or messages), or an InputError naming the row."""
-    if row.get("images"):
-        raise InputError(
-            "image records are not supported by text SFT yet", file=file, row=row_no, field="images"
-        )
+    """The chat messages of one data row (prompt/response or messages), or an InputError naming the row.
+
+    A row with ``images`` gets them as image parts at the start of its first user message."""
+    messages = _text_messages(row, file=file, row_no=row_no)
+    n_images = len(row.get("images") or ())
+    if n_images:
+        user = next((m for m in messages if m["role"] == "user"), None)
+        if user is None:
+            raise InputError("images need a user message to attach to", file=file, row=row_no, field="images")
+        user["content"] = [{"type": "image"}] * n_images + [{"type": "text", "text": user["content"]}]
+    return messages
+
+
+def _text_messages(row: dict[str, Any], *, file, row_no) -> list[dict]:
     if "messages" in row:
         messages = row["messages"]
         if not isinstance(messages, list) or not messages:
@@ -92,32 +107,72 @@ def assistant_spans(tokenizer, messages: list[dict]) -> tuple[str, list[tuple[in
     return full, spans
 
 
-def encode(tokenizer, messages: list[dict], max_seq_len: int) -> tuple[Example, bool]:
-    """Token ids and response-only labels for one conversation, truncated to ``max_seq_len``."""
-    text, spans = assistant_spans(tokenizer, messages)
+def encode(
+    tokenizer, messages: list[dict], max_seq_len: int, *, processor=None, images: tuple[str, ...] = ()
+) -> tuple[Example, bool]:
+    """Token ids and response-only labels for one conversation, truncated to ``max_seq_len``.
+
+    With ``images`` (and their ``processor``) each image placeholder is expanded to the image's token count;
+    a truncation that would cut into the image tokens raises an InputError."""
+    text, spans = assistant_spans(processor or tokenizer, messages)
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = enc["input_ids"], enc["offset_mapping"]
     labels = [
         tok if any(a <= start < b for a, b in spans) and end > start else IGNORE
         for tok, (start, end) in zip(ids, offsets, strict=True)
     ]
+    if images:
+        ids, labels = _expand_images(processor, ids, labels, images)
+        if (
+            len(ids) > max_seq_len
+            and max(i for i, t in enumerate(ids) if t == processor.image_token_id) >= max_seq_len
+        ):
+            raise InputError(f"max_seq_len {max_seq_len} would cut into the image tokens", field="images")
     truncated = len(ids) > max_seq_len
-    return Example(ids[:max_seq_len], labels[:max_seq_len]), truncated
+    return Example(ids[:max_seq_len], labels[:max_seq_len], tuple(images)), truncated
 
 
-def load_examples(path: Path, tokenizer, max_seq_len: int) -> tuple[list[Example], dict[str, int]]:
-    """Read and encode a JSONL file; examples left with no response token are dropped (counted)."""
+def _expand_images(processor, ids: list[int], labels: list[int], images: tuple[str, ...]):
+    from ares_cli.models.vision import encode_images, image_token_counts
+
+    image_id = processor.image_token_id
+    counts = image_token_counts(processor, encode_images(processor, images))
+    if ids.count(image_id) != len(counts):
+        raise InputError(
+            f"the chat template wrote {ids.count(image_id)} image placeholder(s) for {len(counts)} image(s)",
+            field="images",
+        )
+    out_ids, out_labels, k = [], [], 0
+    for tok, label in zip(ids, labels, strict=True):
+        if tok == image_id:
+            out_ids += [image_id] * counts[k]
+            out_labels += [IGNORE] * counts[k]
+            k += 1
+        else:
+            out_ids.append(tok)
+            out_labels.append(label)
+    return out_ids, out_labels
+
+
+def load_examples(
+    path: Path, tokenizer, max_seq_len: int, *, processor=None
+) -> tuple[list[Example], dict[str, int]]:
+    """Read and encode a JSONL file; examples left with no response token are dropped (counted).
+
+    Rows with images need the model's ``processor`` (a text-only model: InputError naming the row)."""
     from ares_cli.data.jsonl import parse_jsonl
 
     rows, errors = parse_jsonl(path)
     examples, counts = [], {"rows": len(rows), "truncated": 0, "dropped_no_response": 0}
     for row_no, row in rows:
         try:
+            images = _row_images(row, path, row_no, processor)
             messages = to_messages(row, file=path, row_no=row_no)
-            example, truncated = encode(tokenizer, messages, max_seq_len)
+            example, truncated = encode(tokenizer, messages, max_seq_len, processor=processor, images=images)
         except InputError as err:
             if err.row is None:
-                err = InputError(str(err), file=path, row=row_no)
+                message = str(err).removeprefix(f"field '{err.field}': ") if err.field else str(err)
+                err = InputError(message, file=path, row=row_no, field=err.field)
             errors.append(err)
             continue
         counts["truncated"] += int(truncated)
@@ -130,6 +185,23 @@ def load_examples(path: Path, tokenizer, max_seq_len: int) -> tuple[list[Example
     if not examples:
         raise InputError("no trainable examples (every row empty or truncated away)", file=path)
     return examples, counts
+
+
+def _row_images(row: dict, path: Path, row_no: int, processor) -> tuple[str, ...]:
+    from ares_cli.data.images import file_problems, resolve_images
+
+    if not row.get("images"):
+        return ()
+    if processor is None:
+        raise InputError("image rows need a vision-language model; this one is text-only", field="images")
+    try:
+        images = resolve_images(row["images"], Path(path).parent)
+    except ValueError as exc:
+        raise InputError(str(exc), field="images") from None
+    problems = file_problems(images)
+    if problems:
+        raise InputError("; ".join(problems), field="images")
+    return tuple(images)
 
 
 # ---- batching ----------------------------------------------------------------------------------------
@@ -169,16 +241,23 @@ def micro_batches(step_indices: list[int], n_micro: int, rank: int, world_size: 
     return parts[rank * n_micro : (rank + 1) * n_micro]
 
 
-def collate(examples: list[Example], *, pad_id: int, packed: bool) -> dict[str, Any]:
+def collate(examples: list[Example], *, pad_id: int, packed: bool, processor=None) -> dict[str, Any]:
     """Tensors for one micro-batch: right-padded rows, or one packed row with per-example position ids.
 
     An empty micro-batch (short last step) becomes one pad token with no label, so every rank still runs
-    the same number of forward/backward passes.
+    the same number of forward/backward passes. With images, ``vision`` holds each row's
+    :class:`~ares_cli.models.vision.VisionInputs` (None for a text row); the caller turns them into forward
+    inputs (:func:`ares_cli.models.vision.forward_inputs`).
     """
     import torch
 
     if not examples:
         examples = [Example([pad_id], [IGNORE])]
+    has_images = any(ex.images for ex in examples)
+    if packed and has_images:
+        from ares_cli.errors import UsageError
+
+        raise UsageError("batching=packed does not support images; use length_grouped")
     if packed:
         ids = [t for ex in examples for t in ex.input_ids]
         labels = [t for ex in examples for t in _shift(ex.labels)]
@@ -197,7 +276,12 @@ def collate(examples: list[Example], *, pad_id: int, packed: bool) -> dict[str, 
         ids[row, :n] = torch.tensor(ex.input_ids)
         labels[row, :n] = torch.tensor(_shift(ex.labels))
         mask[row, :n] = 1
-    return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+    batch: dict[str, Any] = {"input_ids": ids, "labels": labels, "attention_mask": mask}
+    if has_images:
+        from ares_cli.models.vision import encode_images
+
+        batch["vision"] = [encode_images(processor, ex.images) if ex.images else None for ex in examples]
+    return batch
 
 
 def _shift(labels: list[int]) -> list[int]:
