@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ares_cli import __version__
-from ares_cli.errors import InputError, IntegrityError, StageFailure
+from ares_cli.errors import InputError, IntegrityError, StageLocked, storage_error
 from ares_cli.hashing import canonical_json, sha256_file, sha256_text, strict_json
 from ares_cli.integrity import RECORD_FILE, VerificationRecord, check_manifest, output_problems, stat_key
 from ares_cli.rowlog import RowLog
@@ -132,7 +132,11 @@ class StageRun:
         return log
 
     def finalize(self, stats: dict[str, Any] | None = None) -> Path:
-        """Close row logs, write ``manifest.json`` last, rename the partial directory into place."""
+        """Close row logs, write ``manifest.json`` last, rename the partial directory into place.
+
+        StageLocked (exit 75) when the partial directory is no longer the one this run locked.
+        """
+        self._check_lock()
         for log in self._logs:
             if not log._handle.closed:
                 log.close()
@@ -156,11 +160,18 @@ class StageRun:
             "stats": stats or {},
             "environment": _environment(),
         }
+        self._check_lock()
         tmp = self.work_dir / (MANIFEST + ".tmp")
-        tmp.write_text(
-            json.dumps(strict_json(manifest), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n"
-        )
-        os.replace(tmp, self.work_dir / MANIFEST)
+        try:
+            tmp.write_text(
+                json.dumps(strict_json(manifest), indent=2, sort_keys=True, default=str, allow_nan=False)
+                + "\n"
+            )
+            os.replace(tmp, self.work_dir / MANIFEST)
+        except OSError as err:  # a full disk: the outputs stay in the partial directory for the rerun
+            tmp.unlink(missing_ok=True)
+            err.filename = err.filename or str(tmp)
+            raise
         (self.work_dir / LOCK_FILE).unlink(missing_ok=True)
         if self.final_dir.exists():  # --force over a complete artifact
             shutil.rmtree(self.final_dir)
@@ -168,6 +179,19 @@ class StageRun:
         self.release()
         self.store.remember_outputs(self.final_dir, manifest["outputs"], hashed_stats)
         return self.final_dir
+
+    def _check_lock(self) -> None:
+        """StageLocked unless ``work_dir/.lock`` is still the file this run locked (not removed or replaced)."""
+        try:
+            ours = os.fstat(self._lock.fileno()).st_ino if self._lock is not None else None
+            on_disk = os.stat(self.work_dir / LOCK_FILE).st_ino
+        except OSError:
+            on_disk = None
+        if ours is None or ours != on_disk:
+            raise StageLocked(
+                f"lost the lock on {self.work_dir}: the directory was removed or replaced while this run "
+                f"worked, so its result was not published; rerun the same command"
+            )
 
     def release(self) -> None:
         if self._lock is not None:
@@ -204,13 +228,25 @@ class ArtifactStore:
         if (final_dir / MANIFEST).exists() and not force:
             run.up_to_date = True
             return run
-        work_dir.mkdir(parents=True, exist_ok=True)
-        lock = open(work_dir / LOCK_FILE, "a+")
+        try:
+            work_dir.mkdir(parents=True, exist_ok=True)
+            lock = open(work_dir / LOCK_FILE, "a+")
+        except OSError as err:  # a read-only or full artifacts root: one clear line, also on other ranks
+            raise (storage_error(err) or err) from None
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip()
             lock.close()
-            raise StageFailure(f"{work_dir} is locked by another running '{stage}'") from None
+            raise StageLocked(
+                f"{work_dir} is locked by another running '{stage}'{f' (pid {holder})' if holder else ''}; "
+                f"nothing was done: rerun when it has finished"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
         run._lock = lock
         if force:
             for child in work_dir.iterdir():

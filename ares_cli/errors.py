@@ -1,7 +1,19 @@
-"""Errors that carry their exit code; the CLI maps them to process exit status in one place."""
+"""Errors that carry their exit code; the CLI maps them to process exit status in one place.
+
+Exit codes (the README lists the same):
+
+- 0   success, or up to date
+- 1   a stage failed (including a full disk or a read-only artifacts root: the completed work is kept)
+- 2   usage: bad options or configuration
+- 3   missing or invalid input
+- 4   integrity: a stored file does not match its recorded hash, or a manifest is corrupt
+- 75  busy: another run holds this stage's lock (or took it over); this run published nothing, retry later
+- 130 interrupted
+"""
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 EXIT_OK = 0
@@ -9,6 +21,7 @@ EXIT_STAGE_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INPUT = 3
 EXIT_INTEGRITY = 4
+EXIT_LOCKED = 75  # EX_TEMPFAIL in sysexits.h: "try again later"
 EXIT_INTERRUPTED = 130
 
 
@@ -72,3 +85,35 @@ class IntegrityError(AresError):
     """A stored file does not match its recorded hash (exit 4)."""
 
     exit_code = EXIT_INTEGRITY
+
+
+class StageLocked(AresError):
+    """Another run of the same stage and key holds its lock, or took it from this run (exit 75).
+
+    Not a failure of the stage: the other run is doing (or did) the work; rerun when it has finished.
+    """
+
+    exit_code = EXIT_LOCKED
+
+
+_STORAGE_ERRNOS = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+}
+
+
+class StorageError(StageFailure):
+    """A write failed because the disk is full or read-only (exit 1); the completed work stays on disk."""
+
+
+def storage_error(err: OSError, path: str | Path | None = None) -> StorageError | None:
+    """A one-line :class:`StorageError` for a full disk, exceeded quota or read-only file system, else None."""
+    what = _STORAGE_ERRNOS.get(err.errno)
+    if what is None:
+        return None
+    where = path if path is not None else (err.filename or "a file under the artifacts root")
+    return StorageError(
+        f"cannot write {where}: {what} (errno {err.errno}); what was complete is kept in the artifact's "
+        f".partial directory: make room (or make it writable) and rerun the same command to resume"
+    )

@@ -12,11 +12,11 @@ from typer.core import TyperGroup
 
 from ares_cli.commands import artifacts, data, report, stages, toy
 from ares_cli.console import GlobalOptions
-from ares_cli.errors import EXIT_INTERRUPTED, AresError
+from ares_cli.errors import EXIT_INTERRUPTED, AresError, storage_error
 
 
 class AresGroup(TyperGroup):
-    """Maps :class:`AresError` to its exit code and Ctrl-C to 130, for every subcommand."""
+    """Maps :class:`AresError` (and a full or read-only disk) to its exit code and Ctrl-C to 130."""
 
     def invoke(self, ctx):
         try:
@@ -24,6 +24,12 @@ class AresGroup(TyperGroup):
         except AresError as err:
             typer.echo(f"error: {err}", err=True)
             raise typer.Exit(err.exit_code) from None
+        except OSError as err:
+            mapped = storage_error(err)  # disk full or read-only: one line and exit 1, never a traceback
+            if mapped is None:
+                raise
+            typer.echo(f"error: {mapped}", err=True)
+            raise typer.Exit(mapped.exit_code) from None
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None

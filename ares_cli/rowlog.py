@@ -62,9 +62,15 @@ class RowLog:
                 raise StageFailure(f"{self.path.name}: duplicate row {key}")
             self.rows[key] = row
             lines.append(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-        self._handle.write("".join(lines))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        try:
+            self._handle.write("".join(lines))
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+        except (
+            OSError
+        ) as err:  # a full disk: rows already on disk stay; a torn last line is dropped on resume
+            err.filename = err.filename or str(self.path)
+            raise
 
     def close(self, *, sort: bool = True) -> None:
         """Close; with ``sort`` rewrite the file in key order so every run gives identical bytes."""
@@ -72,7 +78,12 @@ class RowLog:
         if sort:
             ordered = [self.rows[key] for key in sorted(self.rows)]
             tmp = self.path.with_suffix(".tmp")
-            with open(tmp, "w", encoding="utf-8") as handle:
-                for row in ordered:
-                    handle.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
-            os.replace(tmp, self.path)
+            try:
+                with open(tmp, "w", encoding="utf-8") as handle:
+                    for row in ordered:
+                        handle.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+                os.replace(tmp, self.path)
+            except OSError as err:  # the unsorted file is complete and stays; no stray temp file
+                tmp.unlink(missing_ok=True)
+                err.filename = err.filename or str(tmp)
+                raise

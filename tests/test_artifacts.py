@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ares_cli.artifacts import ArtifactStore, InputRef, RowLog, stage_key
-from ares_cli.errors import IntegrityError, StageFailure
+from ares_cli.errors import IntegrityError, StageFailure, StageLocked
 
 
 def _open(store, config=None, inputs=(), force=False):
@@ -168,9 +168,26 @@ def test_lineage_follows_artifact_inputs(tmp_path):
 def test_force_rebuilds_and_lock_blocks_concurrent_run(tmp_path):
     store = ArtifactStore(tmp_path)
     run = _open(store)
-    with pytest.raises(StageFailure, match="locked"):
+    with pytest.raises(StageLocked, match=rf"locked by another running 'demo' \(pid {os.getpid()}\)") as held:
         _open(store)
+    assert held.value.exit_code == 75
     run.finalize()
     forced = _open(store, force=True)
     assert not forced.up_to_date and not forced.resumed
     forced.finalize()
+
+
+def test_a_run_whose_partial_directory_was_replaced_publishes_nothing(tmp_path):
+    import shutil
+
+    store = ArtifactStore(tmp_path)
+    run = _open(store)
+    run.rows("rows.jsonl", ("i",)).write([{"i": 1}])
+    shutil.rmtree(run.work_dir)  # removed underneath the run; another run starts over in its place
+    other = _open(store)
+    with pytest.raises(StageLocked, match="lost the lock"):
+        run.finalize()
+    assert not run.final_dir.exists()
+    assert not (other.work_dir / "rows.jsonl").exists()  # the lost run wrote nothing into the new one
+    other.finalize()
+    assert store.verify(other.artifact_id)["status"] == "ok"

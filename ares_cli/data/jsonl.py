@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -60,7 +60,10 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
     """Write ``rows`` as JSON Lines atomically (UTF-8, one object per line); returns the row count."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666
+    )  # the umask applies (0644), not mkstemp's 0600
     n = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

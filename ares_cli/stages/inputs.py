@@ -43,10 +43,11 @@ def resolve_model(store: ArtifactStore, ref: str | Path, *, role: str = "model")
     except InputError:
         directory = None
     if directory is not None:
+        input_ref = store.input_ref(role, directory)  # verified against its manifest first (exit 4)
         model_dir = directory / "model"
         if not (model_dir / "config.json").is_file():
             raise InputError(f"artifact {directory.name} holds no model (no model/config.json)")
-        return str(model_dir), store.input_ref(role, directory)
+        return str(model_dir), input_ref
     text = str(ref)
     if path.exists() or text.startswith((".", "/")) or text.count("/") != 1:
         raise InputError(f"model '{text}' is neither an artifact, a model directory, nor an HF id")
