@@ -9,6 +9,7 @@ a complete directory means "up to date".
 from __future__ import annotations
 
 import fcntl
+import glob
 import json
 import os
 import platform
@@ -262,7 +263,9 @@ class ArtifactStore:
         if (path / MANIFEST).exists():
             return path
         name = str(ref)
-        matches = [m.parent for m in self.root.glob(f"*/{name}*/{MANIFEST}")]
+        matches = [
+            m.parent for m in self.root.glob(f"*/{glob.escape(name)}*/{MANIFEST}")
+        ]  # ids, not patterns
         if len(matches) == 1:
             return matches[0]
         if len(matches) > 1:

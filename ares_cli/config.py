@@ -1,12 +1,16 @@
 """Typed stage configs with one precedence rule: dataclass defaults < YAML (``--config``) < ``--set`` / flags.
 
-Every field carries its paper default and a one-line ``help`` in ``field(metadata=...)``. Unknown keys are
-rejected with the list of valid ones; nested dataclasses are addressed with dotted keys (``aepo.window=4``).
+Every field carries its paper default and a one-line ``help`` in ``field(metadata=...)``, and a numeric
+field may declare its valid range (``option(8, "...", ge=1, le=4096)``). Unknown keys are rejected with the
+list of valid ones; nested dataclasses are addressed with dotted keys (``aepo.window=4``). A resolved config
+is checked once, before any stage does work: every float is finite, every bounded field lies in its range,
+and a dataclass may add cross-field rules in a ``check(self)`` method (each failure is a UsageError, exit 2).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -25,8 +29,28 @@ _BOOL_WORDS: dict[bool, tuple[str, ...]] = {
 _WORDS_NOT_BOOLS = ("on", "off", "yes", "no")
 
 
-def option(default: Any, help: str, **kwargs: Any) -> Any:
-    """A dataclass field with a default and a one-line description."""
+_BOUNDS = ("ge", "gt", "le", "lt")
+_BOUND_TEXT = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
+    **kwargs: Any,
+) -> Any:
+    """A dataclass field with a default, a one-line description and an optional valid range.
+
+    ``ge``/``gt``/``le``/``lt`` bound a numeric field (None values are exempt: they mean "unset");
+    :func:`check` enforces them when a config is resolved.
+    """
+    bounds = {name: v for name, v in zip(_BOUNDS, (ge, gt, le, lt), strict=True) if v is not None}
+    if bounds:
+        kwargs["bounds"] = bounds
     if isinstance(default, (list, dict, set)) or dataclasses.is_dataclass(default):
         factory = (lambda d=default: type(d)(d)) if not dataclasses.is_dataclass(default) else type(default)
         return dataclasses.field(default_factory=factory, metadata={"help": help, **kwargs})
@@ -161,7 +185,9 @@ def load_yaml(path: Path | str | None, *, section: str | None = None) -> dict[st
     if not path.is_file():
         raise UsageError(f"config file {path} does not exist")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path}: config is not UTF-8 text ({err.reason} at byte {err.start})") from None
     except yaml.YAMLError as err:
         raise UsageError(f"{path}: invalid YAML ({err})") from None
     if not isinstance(data, dict):
@@ -186,7 +212,45 @@ def resolve(
     config = _apply(config, load_yaml(yaml_path, section=section))
     config = _apply(config, parse_sets(sets or []))
     explicit = {k: v for k, v in (flags or {}).items() if v is not None}
-    return _apply(config, parse_sets([]) | _nest(explicit))
+    config = _apply(config, parse_sets([]) | _nest(explicit))
+    check(config)
+    return config
+
+
+def range_text(bounds: dict[str, float]) -> str:
+    """``{"ge": 1, "le": 8}`` → ``>= 1, <= 8``."""
+    return ", ".join(f"{_BOUND_TEXT[name]} {bounds[name]:g}" for name in _BOUNDS if name in bounds)
+
+
+def _out_of_range(value: float, bounds: dict[str, float]) -> bool:
+    return (
+        ("ge" in bounds and not value >= bounds["ge"])
+        or ("gt" in bounds and not value > bounds["gt"])
+        or ("le" in bounds and not value <= bounds["le"])
+        or ("lt" in bounds and not value < bounds["lt"])
+    )
+
+
+def check(config: Any, prefix: str = "") -> None:
+    """Validate a config tree: finite floats, declared ranges, then each section's ``check()`` rules.
+
+    Raises a UsageError (exit 2) naming the dotted key, its value and the valid range.
+    """
+    for f in dataclasses.fields(config):
+        value, key = getattr(config, f.name), f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            check(value, prefix=f"{key}.")
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"config key '{key}': {value} is not a finite number")
+        bounds = f.metadata.get("bounds")
+        if bounds and _out_of_range(value, bounds):
+            raise UsageError(f"config key '{key}': {value!r} is out of range (must be {range_text(bounds)})")
+    rules = getattr(config, "check", None)
+    if callable(rules):
+        rules()
 
 
 def _nest(flat: dict[str, Any]) -> dict[str, Any]:
@@ -216,12 +280,18 @@ def _jsonable(value: Any) -> Any:
 
 
 def describe(cls: type) -> list[tuple[str, Any, str]]:
-    """(dotted key, default, help) for every field, recursively: the reference table for docs and --help."""
+    """(dotted key, default, help) for every field, recursively: the reference table for docs and --help.
+
+    A bounded field's help ends with its valid range, e.g. ``Samples per problem. Range: >= 1, <= 4096.``
+    """
     rows = []
     for f in dataclasses.fields(cls):
         default = cls().__getattribute__(f.name)
         if dataclasses.is_dataclass(default):
             rows.extend((f"{f.name}.{k}", d, h) for k, d, h in describe(type(default)))
         else:
-            rows.append((f.name, default, f.metadata.get("help", "")))
+            help_text = f.metadata.get("help", "")
+            if f.metadata.get("bounds"):
+                help_text = f"{help_text} Range: {range_text(f.metadata['bounds'])}."
+            rows.append((f.name, default, help_text))
     return rows

@@ -32,7 +32,14 @@ def load_pipeline(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise InputError("pipeline file not found", file=path)
-    spec = yaml.safe_load(path.read_text()) or {}
+    try:
+        spec = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as err:
+        raise InputError(f"not UTF-8 text ({err.reason} at byte {err.start})", file=path) from None
+    except yaml.YAMLError as err:
+        raise InputError(f"invalid YAML ({err})", file=path) from None
+    if not isinstance(spec, dict):
+        raise InputError("expected a mapping at the top level", file=path)
     stages = spec.get("stages")
     if not isinstance(stages, dict) or not stages:
         raise InputError("expected a non-empty 'stages' mapping", file=path, field="stages")

@@ -123,3 +123,59 @@ def test_describe_recurses_into_sections():
     assert rows["lr"] == (1e-3, "Learning rate.")
     assert rows["inner.mode"] == ("off", "Mode.")
     assert "inner" not in rows
+
+
+@dataclass
+class Bounded:
+    k: int = option(8, "Samples.", ge=1, le=64)
+    temperature: float = option(1.0, "Temperature.", ge=0.0)
+    limit: int | None = option(None, "Limit.", ge=1)
+    low: float = option(0.1, "Low.", ge=0.0, le=1.0)
+    high: float = option(0.9, "High.", ge=0.0, le=1.0)
+
+    def check(self) -> None:
+        if not self.low < self.high:
+            raise UsageError("low must be below high")
+
+
+@dataclass
+class Nested:
+    inner: Bounded = option(Bounded(), "A bounded section.")
+
+
+@pytest.mark.parametrize(
+    ("sets", "fragment"),
+    [
+        (["k=0"], "config key 'k': 0 is out of range (must be >= 1, <= 64)"),
+        (["k=65"], "must be >= 1, <= 64"),
+        (["temperature=-0.5"], "config key 'temperature': -0.5 is out of range"),
+        (["temperature=.inf"], "config key 'temperature': inf is not a finite number"),
+        (["temperature=.nan"], "not a finite number"),
+        (["limit=0"], "config key 'limit'"),
+        (["low=0.9", "high=0.1"], "low must be below high"),
+    ],
+)
+def test_ranges_and_cross_field_rules_are_checked_at_resolve(sets, fragment):
+    with pytest.raises(UsageError, match=None) as err:
+        resolve(Bounded, sets=sets)
+    assert fragment in str(err.value)
+
+
+def test_nested_sections_are_checked_with_their_dotted_key():
+    with pytest.raises(UsageError, match=r"'inner\.k': 0 is out of range"):
+        resolve(Nested, sets=["inner.k=0"])
+    with pytest.raises(UsageError, match="low must be below high"):
+        resolve(Nested, sets=["inner.low=1", "inner.high=0"])
+    assert resolve(Nested, sets=["inner.k=64", "inner.limit=null"]).inner.k == 64
+
+
+def test_flags_are_range_checked_like_sets():
+    with pytest.raises(UsageError, match="'k'"):
+        resolve(Bounded, flags={"k": -1})
+    assert resolve(Bounded, flags={"k": 1, "temperature": 0.0}).k == 1
+
+
+def test_describe_appends_the_valid_range():
+    rows = {key: text for key, _, text in describe(Bounded)}
+    assert rows["k"] == "Samples. Range: >= 1, <= 64."
+    assert rows["temperature"] == "Temperature. Range: >= 0."

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ares_cli.commands.training_stage import run_training_stage
+from ares_cli.commands.training_stage import deepspeed_config_ref, run_training_stage
 from ares_cli.console import options
 from ares_cli.errors import UsageError
 
@@ -104,14 +104,15 @@ def command(
     flags = {"algo": algo, "steps": steps, "optim.deepspeed": str(deepspeed) if deepspeed else None}
     cfg = rlconfig.resolve_rl_config(yaml_path=config, sets=sets, flags=flags)
     store = ArtifactStore(opts.artifacts_root)
+    deepspeed_ref = deepspeed_config_ref(store, cfg.optim.deepspeed) if cfg.optim.deepspeed else None
     model_path, model_ref = resolve_model(store, model)
     train = load_problems(data, limit=cfg.data_limit)
     val = load_problems(val_data, limit=cfg.val.limit) if val_data else None
     inputs = [model_ref, dataset_ref(train.records, train.provenance)]
     if val is not None:
         inputs.append(dataset_ref(val.records, val.provenance, role="val_data"))
-    if cfg.optim.deepspeed:
-        inputs.append(store.input_ref("deepspeed", cfg.optim.deepspeed))
+    if deepspeed_ref is not None:
+        inputs.append(deepspeed_ref)
 
     with opts.progress("rl", unit="steps") as progress:
         run_training_stage(

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from ares_cli.commands.training_stage import run_training_stage
+from ares_cli.commands.training_stage import deepspeed_config_ref, run_training_stage
 from ares_cli.console import options
 from ares_cli.errors import InputError
 
@@ -127,9 +127,10 @@ def command(
         },
     )
     store = ArtifactStore(opts.artifacts_root)
+    deepspeed_refs = [deepspeed_config_ref(store, cfg.deepspeed)] if cfg.deepspeed else []
     model_dir, model_ref = resolve_model(store, model)
     data_path, data_ref = resolve_data(store, data)
-    inputs = [model_ref, data_ref] + ([store.input_ref("deepspeed", cfg.deepspeed)] if cfg.deepspeed else [])
+    inputs = [model_ref, data_ref, *deepspeed_refs]
     from ares_cli.data.images import images_input_ref
     from ares_cli.data.jsonl import parse_jsonl
     from ares_cli.models import check_image_support

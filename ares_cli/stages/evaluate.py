@@ -19,7 +19,7 @@ from ares_cli.config import option, to_dict
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
 from ares_cli.hashing import strict_json
-from ares_cli.stages.sampling import SAMPLE_KEY, SamplingConfig
+from ares_cli.stages.sampling import MAX_K, SAMPLE_KEY, SamplingConfig
 
 CODE_VERSION = "1"
 
@@ -28,10 +28,10 @@ CODE_VERSION = "1"
 class EvalConfig(SamplingConfig):
     """Evaluation (PAEC appendix: temperature 0.6, top-p 0.7, seed 42, 8192 new tokens)."""
 
-    temperature: float = option(0.6, "Sampling temperature (PAEC evaluation: 0.6).")
-    top_p: float = option(0.7, "Nucleus mass (PAEC evaluation: 0.7).")
+    temperature: float = option(0.6, "Sampling temperature (PAEC evaluation: 0.6).", ge=0.0)
+    top_p: float = option(0.7, "Nucleus mass (PAEC evaluation: 0.7).", gt=0.0, le=1.0)
     seed: int = option(42, "Base seed (PAEC evaluation: 42).")
-    max_new_tokens: int = option(8192, "Generation budget (PAEC evaluation: 8192).")
+    max_new_tokens: int = option(8192, "Generation budget (PAEC evaluation: 8192).", ge=1)
     grader: str | None = option(
         None,
         "Grader name or module:function for every benchmark (default: each manifest's, else math_verify).",
@@ -49,8 +49,8 @@ def parse_bench(spec: str, default_k: int) -> tuple[str, int]:
         value = int(k)
     except ValueError:
         return spec, default_k  # a colon that is part of a name (hf:org/x)
-    if value < 1:
-        raise UsageError(f"--bench {spec}: K must be >= 1")
+    if not 1 <= value <= MAX_K:
+        raise UsageError(f"--bench {spec}: K must be >= 1 and <= {MAX_K}")
     return name, value
 
 

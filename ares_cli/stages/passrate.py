@@ -25,9 +25,21 @@ CODE_VERSION = "1"
 class PassrateConfig(SamplingConfig):
     """Pass-rate estimation (ARES section 3.1): sampling settings plus difficulty-bucket rules."""
 
-    easy_frac: float = option(0.75, "Easy when n_correct >= easy_frac*k (6/8; ARES appendix G).")
-    hard_frac: float = option(0.25, "Hard when n_correct <= hard_frac*k (2/8; ARES appendix G).")
+    easy_frac: float = option(
+        0.75, "Easy when n_correct >= easy_frac*k (6/8; ARES appendix G).", ge=0.0, le=1.0
+    )
+    hard_frac: float = option(
+        0.25, "Hard when n_correct <= hard_frac*k (2/8; ARES appendix G).", ge=0.0, le=1.0
+    )
     shard: str | None = option(None, "Run shard i of n ('i/n', every n-th problem from i).")
+
+    def check(self) -> None:
+        """The easy and hard buckets may not overlap (eq. 10 needs hard_frac < easy_frac)."""
+        if not self.hard_frac < self.easy_frac:
+            raise UsageError(
+                f"config keys 'hard_frac' {self.hard_frac} and 'easy_frac' {self.easy_frac} overlap: "
+                "a problem would be both easy and hard (need hard_frac < easy_frac)"
+            )
 
 
 def parse_shard(spec: str | None) -> tuple[int, int] | None:

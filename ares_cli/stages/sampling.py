@@ -16,6 +16,7 @@ from ares_cli.config import option
 from ares_cli.models.pixels import MAX_PIXELS, MIN_PIXELS
 
 SAMPLE_KEY = ("problem_id", "sample_idx")
+MAX_K = 4096  # samples per problem: pass@k studies use up to 1024; a larger K is a typo, not a plan
 
 
 @dataclass(frozen=True)
@@ -25,23 +26,25 @@ class SamplingConfig:
     backend: str = option(
         "auto", "Generation backend: auto (vllm if present with a GPU, else hf), hf, vllm, replay."
     )
-    k: int = option(8, "Samples per problem.")
-    temperature: float = option(1.0, "Sampling temperature (0 = greedy).")
-    top_p: float = option(1.0, "Nucleus sampling mass.")
-    max_new_tokens: int = option(1024, "Explicit generation budget per sample.")
+    k: int = option(8, "Samples per problem.", ge=1, le=MAX_K)
+    temperature: float = option(1.0, "Sampling temperature (0 = greedy).", ge=0.0)
+    top_p: float = option(1.0, "Nucleus sampling mass.", gt=0.0, le=1.0)
+    max_new_tokens: int = option(1024, "Explicit generation budget per sample.", ge=1)
     seed: int = option(0, "Base seed; each (problem, sample) derives its own seed from it.")
     system_prompt: str | None = option(None, "Optional system message.")
     prompt_template: str | None = option(None, "Python format string with {problem} for the user message.")
     stop: list[str] = option([], "Extra stop strings.")
     grader: str = option("math_verify", "Grader name or module:function.")
-    grade_workers: int = option(2, "Grading worker processes.")
-    grade_timeout_s: float = option(10.0, "Hard per-sample grading timeout (the worker is killed).")
-    chunk_problems: int = option(32, "Problems generated per batch; rows are written after each chunk.")
-    batch_size: int = option(64, "Rows per forward pass (hf backend).")
+    grade_workers: int = option(2, "Grading worker processes.", ge=1, le=256)
+    grade_timeout_s: float = option(10.0, "Hard per-sample grading timeout (the worker is killed).", gt=0.0)
+    chunk_problems: int = option(32, "Problems generated per batch; rows are written after each chunk.", ge=1)
+    batch_size: int = option(64, "Rows per forward pass (hf backend).", ge=1)
     replay_file: str | None = option(None, "Completions JSONL for the replay backend.")
-    min_pixels: int = option(MIN_PIXELS, "Images with fewer pixels are upscaled (Qwen2.5-VL: 4*28*28).")
-    max_pixels: int = option(MAX_PIXELS, "Images with more pixels are downscaled (Qwen2.5-VL: 16384*28*28).")
-    limit: int | None = option(None, "Only the first N problems of the dataset.")
+    min_pixels: int = option(MIN_PIXELS, "Images with fewer pixels are upscaled (Qwen2.5-VL: 4*28*28).", ge=1)
+    max_pixels: int = option(
+        MAX_PIXELS, "Images with more pixels are downscaled (Qwen2.5-VL: 16384*28*28).", ge=1
+    )
+    limit: int | None = option(None, "Only the first N problems of the dataset.", ge=1)
 
 
 def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

@@ -28,30 +28,40 @@ CODE_VERSION = "sft-1"
 class SFTConfig:
     """Cold-start SFT; defaults follow the ARES paper (appendix A) where it states them."""
 
-    epochs: int = option(2, "Passes over the SFT set (ARES: 2).")
-    lr: float = option(2e-5, "Peak AdamW learning rate (ARES: 2e-5).")
-    batch_size: int = option(256, "Global batch: sequences per optimiser step over all ranks (ARES: 256).")
-    micro_batch_size: int = option(4, "Sequences per forward/backward on one rank; accumulation is derived.")
-    max_seq_len: int = option(32768, "Tokens per example; longer ones are truncated (ARES: 32k).")
+    epochs: int = option(2, "Passes over the SFT set (ARES: 2).", ge=1)
+    lr: float = option(2e-5, "Peak AdamW learning rate (ARES: 2e-5).", gt=0.0)
+    batch_size: int = option(
+        256, "Global batch: sequences per optimiser step over all ranks (ARES: 256).", ge=1
+    )
+    micro_batch_size: int = option(
+        4, "Sequences per forward/backward on one rank; accumulation is derived.", ge=1
+    )
+    max_seq_len: int = option(32768, "Tokens per example; longer ones are truncated (ARES: 32k).", ge=2)
     max_steps: int | None = option(
-        None, "Optimiser steps to run (the schedule spans them); None = all epochs."
+        None, "Optimiser steps to run (the schedule spans them); None = all epochs.", ge=1
     )
     scheduler: Literal["cosine", "constant"] = option(
         "cosine", "LR after warmup: cosine decay to 0, or constant."
     )
-    warmup_ratio: float = option(0.03, "Fraction of steps with linear warmup (not stated in the paper).")
-    weight_decay: float = option(0.01, "AdamW weight decay on matrices (paper's RL value; SFT not stated).")
-    adam_beta1: float = option(0.9, "AdamW beta1.")
-    adam_beta2: float = option(0.999, "AdamW beta2.")
-    adam_eps: float = option(1e-8, "AdamW epsilon.")
-    grad_clip: float = option(1.0, "Clip the global gradient norm to this (0 = off).")
+    warmup_ratio: float = option(
+        0.03, "Fraction of steps with linear warmup (not stated in the paper).", ge=0.0, le=1.0
+    )
+    weight_decay: float = option(
+        0.01, "AdamW weight decay on matrices (paper's RL value; SFT not stated).", ge=0.0
+    )
+    adam_beta1: float = option(0.9, "AdamW beta1.", ge=0.0, lt=1.0)
+    adam_beta2: float = option(0.999, "AdamW beta2.", ge=0.0, lt=1.0)
+    adam_eps: float = option(1e-8, "AdamW epsilon.", gt=0.0)
+    grad_clip: float = option(1.0, "Clip the global gradient norm to this (0 = off).", ge=0.0)
     seed: int = option(0, "Seed of data order and RNG state.")
     gradient_checkpointing: bool = option(False, "Recompute activations in backward (memory for time).")
     dtype: Literal["auto", "fp32", "bf16"] = option("auto", "auto = bf16 on GPU, fp32 on CPU.")
     batching: Literal["length_grouped", "packed"] = option(
         "length_grouped", "Sort windows by length (little padding), or pack each micro-batch into one row."
     )
-    save_every: int = option(100, "Checkpoint every N optimiser steps (0 = never); the last two are kept.")
+    save_every: int = option(
+        100, "Checkpoint every N optimiser steps (0 = never); the last two are kept.", ge=0
+    )
     freeze_vision_tower: bool = option(True, "Freeze params named visual/vision_tower/vision_model (ARES).")
     train_merger: bool = option(False, "With the tower frozen, still train its vision-to-language merger.")
     min_pixels: int = option(MIN_PIXELS, "Images with fewer pixels are upscaled (Qwen2.5-VL: 4*28*28).")

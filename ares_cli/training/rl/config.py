@@ -23,17 +23,23 @@ from ares_cli.errors import UsageError
 class RolloutConfig:
     """Generation of the G responses per prompt."""
 
-    prompts_per_step: int = option(512, "Prompts per RL step, all ranks together (ARES: 512; PAEC: 96).")
-    group_size: int = option(8, "G: responses sampled per prompt (ARES, PAEC: 8).")
-    temperature: float = option(
-        1.0, "Sampling temperature; also the temperature of training log-probs (1.0)."
+    prompts_per_step: int = option(
+        512, "Prompts per RL step, all ranks together (ARES: 512; PAEC: 96).", ge=1
     )
-    top_p: float = option(1.0, "Nucleus mass of rollouts (PAEC: 1.0; ARES: 0.99).")
-    max_new_tokens: int = option(16384, "Response budget in tokens (ARES: 16k; PAEC: 3072).")
-    max_prompt_tokens: int = option(4096, "Longer prompts are dropped from the data (ARES: 4k; PAEC: 512).")
+    group_size: int = option(8, "G: responses sampled per prompt (ARES, PAEC: 8).", ge=2)
+    temperature: float = option(
+        1.0, "Sampling temperature; also the temperature of training log-probs (1.0).", gt=0.0
+    )
+    top_p: float = option(1.0, "Nucleus mass of rollouts (PAEC: 1.0; ARES: 0.99).", gt=0.0, le=1.0)
+    max_new_tokens: int = option(16384, "Response budget in tokens (ARES: 16k; PAEC: 3072).", ge=1)
+    max_prompt_tokens: int = option(
+        4096, "Longer prompts are dropped from the data (ARES: 4k; PAEC: 512).", ge=1
+    )
     backend: Literal["auto", "hf", "vllm"] = option("auto", "auto = vllm with a GPU when installed, else hf.")
-    batch_size: int = option(64, "Rows per decode batch of the hf backend.")
-    vllm_gpu_memory_utilization: float = option(0.5, "GPU memory fraction vLLM may take beside the trainer.")
+    batch_size: int = option(64, "Rows per decode batch of the hf backend.", ge=1)
+    vllm_gpu_memory_utilization: float = option(
+        0.5, "GPU memory fraction vLLM may take beside the trainer.", gt=0.0, le=1.0
+    )
     system_prompt: str | None = option(None, "Optional system message of every prompt.")
     prompt_template: str | None = option(
         None, "User-message format string with {problem}; None = the problem."
@@ -44,16 +50,16 @@ class RolloutConfig:
 class OptimConfig:
     """AdamW and the PPO update schedule."""
 
-    lr: float = option(1e-6, "AdamW learning rate (ARES, PAEC: 1e-6).")
-    weight_decay: float = option(1e-2, "AdamW weight decay on matrices (ARES: 1e-2).")
-    warmup_steps: int = option(0, "Linear warmup in optimiser steps (ARES: none); constant afterwards.")
-    adam_beta1: float = option(0.9, "AdamW beta1.")
-    adam_beta2: float = option(0.999, "AdamW beta2.")
-    adam_eps: float = option(1e-8, "AdamW epsilon.")
-    grad_clip: float = option(1.0, "Clip the global gradient norm (0 = off; verl's default 1.0).")
-    ppo_epochs: int = option(1, "Passes over each RL step's batch (GRPO/DAPO/ARES: 1).")
-    mini_batch_size: int = option(128, "Prompts per optimiser step, all ranks (ARES: 128; PAEC: 24).")
-    micro_batch_size: int = option(4, "Sequences per forward/backward on one rank (memory only).")
+    lr: float = option(1e-6, "AdamW learning rate (ARES, PAEC: 1e-6).", gt=0.0)
+    weight_decay: float = option(1e-2, "AdamW weight decay on matrices (ARES: 1e-2).", ge=0.0)
+    warmup_steps: int = option(0, "Linear warmup in optimiser steps (ARES: none); constant afterwards.", ge=0)
+    adam_beta1: float = option(0.9, "AdamW beta1.", ge=0.0, lt=1.0)
+    adam_beta2: float = option(0.999, "AdamW beta2.", ge=0.0, lt=1.0)
+    adam_eps: float = option(1e-8, "AdamW epsilon.", gt=0.0)
+    grad_clip: float = option(1.0, "Clip the global gradient norm (0 = off; verl's default 1.0).", ge=0.0)
+    ppo_epochs: int = option(1, "Passes over each RL step's batch (GRPO/DAPO/ARES: 1).", ge=1)
+    mini_batch_size: int = option(128, "Prompts per optimiser step, all ranks (ARES: 128; PAEC: 24).", ge=1)
+    micro_batch_size: int = option(4, "Sequences per forward/backward on one rank (memory only).", ge=1)
     dtype: Literal["auto", "fp32", "bf16"] = option("auto", "auto = bf16 on GPU, fp32 on CPU.")
     gradient_checkpointing: bool = option(False, "Recompute activations in backward (memory for time).")
     deepspeed: str | None = option(
@@ -108,9 +114,9 @@ class LossConfig:
 class KLConfig:
     """KL to the frozen initial policy, as a loss term (ARES eq. 2)."""
 
-    coef: float = option(0.001, "KL loss coefficient (verl default 1e-3; 0 = no reference model).")
+    coef: float = option(0.001, "KL loss coefficient (verl default 1e-3; 0 = no reference model).", ge=0.0)
     estimator: Literal["k1", "k2", "k3"] = option("k3", "KL estimator (k3 = low-variance, Schulman 2020).")
-    clamp: float = option(10.0, "Clamp of the per-token KL estimate.")
+    clamp: float = option(10.0, "Clamp of the per-token KL estimate.", gt=0.0)
 
 
 @dataclass
@@ -124,7 +130,9 @@ class RewardConfig:
         0.0, "Added when the response has a \\boxed{} answer (PAEC app. B.2: 0.05)."
     )
     overlong_shaping: bool = option(False, "DAPO soft overlong punishment (dapo preset: on).")
-    overlong_buffer: int = option(4096, "DAPO L_cache: penalty ramps over the last N tokens of the budget.")
+    overlong_buffer: int = option(
+        4096, "DAPO L_cache: penalty ramps over the last N tokens of the budget.", ge=1
+    )
     overlong_penalty: float = option(1.0, "Penalty at the full budget (DAPO: 1).")
 
 
@@ -135,21 +143,23 @@ class FilterConfig:
     mode: Literal["off", "filter"] = option(
         "off", "filter: drop groups with equal rewards or mean out of band."
     )
-    low: float = option(0.01, "Keep groups whose mean accuracy is >= low (ARES: 0.01).")
-    high: float = option(0.99, "Keep groups whose mean accuracy is <= high (ARES: 0.99).")
-    max_extra_rounds: int = option(10, "Extra generation rounds before failing (DAPO max_num_gen_batches).")
+    low: float = option(0.01, "Keep groups whose mean accuracy is >= low (ARES: 0.01).", ge=0.0, le=1.0)
+    high: float = option(0.99, "Keep groups whose mean accuracy is <= high (ARES: 0.99).", ge=0.0, le=1.0)
+    max_extra_rounds: int = option(
+        10, "Extra generation rounds before failing (DAPO max_num_gen_batches).", ge=0
+    )
 
 
 @dataclass
 class ValConfig:
     """Validation on a held-out split (--val-data)."""
 
-    every: int = option(10, "Validate every N steps (PAEC: 10; 0 = only before and after training).")
-    temperature: float = option(0.0, "Validation temperature (0 = greedy).")
-    top_p: float = option(1.0, "Validation nucleus mass.")
-    k: int = option(1, "Samples per validation problem (accuracy = mean over them).")
-    max_new_tokens: int | None = option(None, "Validation budget; None = the rollout budget.")
-    limit: int | None = option(None, "Only the first N validation problems.")
+    every: int = option(10, "Validate every N steps (PAEC: 10; 0 = only before and after training).", ge=0)
+    temperature: float = option(0.0, "Validation temperature (0 = greedy).", ge=0.0)
+    top_p: float = option(1.0, "Validation nucleus mass.", gt=0.0, le=1.0)
+    k: int = option(1, "Samples per validation problem (accuracy = mean over them).", ge=1, le=4096)
+    max_new_tokens: int | None = option(None, "Validation budget; None = the rollout budget.", ge=1)
+    limit: int | None = option(None, "Only the first N validation problems.", ge=1)
     select_by: Literal["last", "accuracy", "pass_at_k"] = option(
         "last", "Output model: the last step's, or the best validated one by mean accuracy / pass@k (PAEC)."
     )
@@ -158,8 +168,8 @@ class ValConfig:
 @dataclass
 class GradingConfig:
     grader: str = option("math_verify", "Grader name or module:function.")
-    workers: int = option(2, "Grading worker processes per rank.")
-    timeout_s: float = option(10.0, "Hard per-response grading timeout (the worker is killed).")
+    workers: int = option(2, "Grading worker processes per rank.", ge=1, le=256)
+    timeout_s: float = option(10.0, "Hard per-response grading timeout (the worker is killed).", gt=0.0)
 
 
 @dataclass
@@ -169,13 +179,15 @@ class RLConfig:
     algo: str = option(
         "grpo", "Algorithm preset: grpo dapo drgrpo cispo clip_cov kl_cov entropy topent aepo paec aer."
     )
-    steps: int = option(720, "RL steps (PAEC: 720).")
+    steps: int = option(720, "RL steps (PAEC: 720).", ge=1)
     seed: int = option(0, "Seed of the prompt order, rollout seeds and every other random choice.")
-    save_every: int = option(10, "Checkpoint every N steps (PAEC: 10; 0 = never); the last two are kept.")
-    max_steps_this_run: int | None = option(
-        None, "Stop (checkpointed) after this step; rerun resumes. Not keyed."
+    save_every: int = option(
+        10, "Checkpoint every N steps (PAEC: 10; 0 = never); the last two are kept.", ge=0
     )
-    data_limit: int | None = option(None, "Only the first N training problems.")
+    max_steps_this_run: int | None = option(
+        None, "Stop (checkpointed) after this step; rerun resumes. Not keyed.", ge=1
+    )
+    data_limit: int | None = option(None, "Only the first N training problems.", ge=1)
     rollout: RolloutConfig = option(RolloutConfig(), "Generation settings.")
     optim: OptimConfig = option(OptimConfig(), "Optimiser and PPO schedule.")
     loss: LossConfig = option(LossConfig(), "Policy loss, advantages, aggregation.")
