@@ -25,6 +25,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 from ares_cli.config import option
@@ -121,34 +122,42 @@ def choose_nearest(candidates: Iterable[Candidate], target: float) -> Candidate 
     return min(correct, key=lambda c: (abs(c.n_tokens - target), c.n_tokens, c.sample_idx))
 
 
-def parse_pass_rates(records: Iterable[Mapping[str, Any]]) -> list[Problem]:
+def parse_pass_rates(
+    records: Iterable[Mapping[str, Any]], *, file: str | Path | None = None
+) -> list[Problem]:
     """Validate pass-rate records into problems with brackets; ``n_correct`` + ``k`` are authoritative,
-    ``pass_rate`` + ``k`` is accepted alone (n_correct = round(pass_rate·k))."""
+    ``pass_rate`` + ``k`` is accepted alone (n_correct = round(pass_rate·k)). Errors name ``file`` and the
+    1-based row."""
     problems: list[Problem] = []
     seen: set[str] = set()
-    for row, rec in enumerate(records):
+    for row, rec in enumerate(records, start=1):
+        where = {"file": file, "row": row}
         pid = rec.get("problem_id")
         if pid is None or pid == "":
-            raise InputError("pass-rate record without problem_id", row=row, field="problem_id")
+            raise InputError("pass-rate record without problem_id", **where, field="problem_id")
         pid = str(pid)
         if pid in seen:
-            raise InputError(f"duplicate problem_id {pid!r}", row=row, field="problem_id")
+            raise InputError(f"duplicate problem_id {pid!r}", **where, field="problem_id")
         seen.add(pid)
         k = rec.get("k")
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise InputError(f"k must be a positive integer, got {k!r}", row=row, field="k")
+            raise InputError(f"k must be a positive integer, got {k!r}", **where, field="k")
         n = rec.get("n_correct")
         p = rec.get("pass_rate")
+        if p is not None and (
+            isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0  # NaN fails too
+        ):
+            raise InputError(f"pass_rate must be a number in [0, 1], got {p!r}", **where, field="pass_rate")
         if n is None:
             if p is None:
-                raise InputError("needs n_correct or pass_rate", row=row, field="n_correct")
+                raise InputError("needs n_correct or pass_rate", **where, field="n_correct")
             n = round(float(p) * k)
         if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= k:
             raise InputError(
-                f"n_correct must be an integer in [0, {k}], got {n!r}", row=row, field="n_correct"
+                f"n_correct must be an integer in [0, {k}], got {n!r}", **where, field="n_correct"
             )
         if p is not None and abs(float(p) - n / k) > 1e-6:
-            raise InputError(f"pass_rate {p} != n_correct/k = {n}/{k}", row=row, field="pass_rate")
+            raise InputError(f"pass_rate {p} != n_correct/k = {n}/{k}", **where, field="pass_rate")
         problems.append(Problem(pid, str(rec.get("source") or "default"), Bracket(n, k, n / k)))
     return problems
 
@@ -157,7 +166,7 @@ def parse_candidates(records: Iterable[Mapping[str, Any] | Candidate]) -> dict[s
     """Group candidates by problem_id, sorted by sample_idx. ``correct`` (bool) wins over ``grade``
     (== "correct"); a missing ``sample_idx`` is the candidate's position among its problem's rows."""
     by_problem: dict[str, list[Candidate]] = {}
-    for row, rec in enumerate(records):
+    for row, rec in enumerate(records, start=1):
         if isinstance(rec, Candidate):
             by_problem.setdefault(rec.problem_id, []).append(rec)
             continue

@@ -14,13 +14,62 @@ from typer.testing import CliRunner
 
 from ares_cli.main import app
 
+TOY = Path(__file__).resolve().parents[1] / "ares_cli" / "toy" / "base"
 
-def _files(tmp: Path) -> dict[str, Path]:
-    data = tmp / "problems.jsonl"
-    data.write_text(json.dumps({"id": "p1", "problem": "1+1?", "answer": "2"}) + "\n")
+
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _problem(pid: str, **extra) -> dict:
+    return {"id": pid, "source": "toy", "problem": "What is 1+1?", "answer": "2", **extra}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("bad-inputs")
     latin1 = tmp / "latin1.yaml"
     latin1.write_bytes("k: 2  # caf\xe9\n".encode("latin-1"))
-    return {"data": data, "latin1": latin1}
+    no_tokenizer = tmp / "no-tokenizer"
+    no_tokenizer.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (no_tokenizer / name).write_bytes((TOY / name).read_bytes())
+    truncated = tmp / "truncated"
+    truncated.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"):
+        (truncated / name).write_bytes((TOY / name).read_bytes())
+    with (truncated / "model.safetensors").open("r+b") as fh:
+        fh.truncate(fh.seek(0, 2) // 2)
+    garbage = tmp / "garbage"
+    garbage.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (garbage / name).write_bytes((TOY / name).read_bytes())
+    (garbage / "model.safetensors").write_bytes(b"\xff" * 64)
+    rate = {"problem_id": "p1", "source": "toy", "k": 4, "n_correct": 2}
+    (tmp / "rates_nan.jsonl").write_text('{"problem_id": "p1", "k": 4, "pass_rate": NaN}\n')
+    return {
+        "data": _jsonl(tmp / "problems.jsonl", [_problem("p1"), _problem("p2")]),
+        "latin1": latin1,
+        "no_tokenizer": no_tokenizer,
+        "truncated": truncated,
+        "garbage": garbage,
+        "difficulty_dict": _jsonl(tmp / "dd.jsonl", [_problem("p1", meta={"difficulty": {"level": 3}})]),
+        "huge": _jsonl(tmp / "huge.jsonl", [_problem("p1"), _problem("p2", problem="x" * 1_000_001)]),
+        "long_prompt": _jsonl(
+            tmp / "long.jsonl", [_problem("p1"), _problem("long-one", problem="7 + " * 400)]
+        ),
+        "rates_no_k": _jsonl(
+            tmp / "rates.jsonl", [rate, {"problem_id": "p2", "source": "toy", "n_correct": 1}]
+        ),
+        "rates_nan": tmp / "rates_nan.jsonl",
+        "rates_text": _jsonl(tmp / "rates_text.jsonl", [{"problem_id": "p1", "k": 4, "pass_rate": "high"}]),
+        "unequal": _jsonl(
+            tmp / "samples.jsonl",
+            [{"problem_id": "p1", "sample_idx": i, "response": "\\boxed{2}"} for i in range(4)]
+            + [{"problem_id": "p2", "sample_idx": i, "response": "\\boxed{2}"} for i in range(2)],
+        ),
+    }
 
 
 # (id, argv with {data}/{latin1}/{tmp} placeholders, exit code, fragments expected in the output)
@@ -62,12 +111,36 @@ CASES = [
     ("yaml-not-utf8", ["passrate", "--data", "{data}", "--model", "m", "--config", "{latin1}"], 2,
      ["latin1.yaml", "not UTF-8"]),
     ("artifact-glob", ["artifacts", "show", "passrate-**"], 3, ["no complete artifact 'passrate-**'"]),
+    ("data-difficulty-dict", ["data", "check", "{difficulty_dict}"], 3,
+     ["dd.jsonl, row 1, field 'meta.difficulty'", "must be a string or number, got dict"]),
+    ("data-problem-too-big", ["data", "check", "{huge}"], 3,
+     ["huge.jsonl, row 2, field 'problem'", "over the 1,000,000-character limit"]),
+    ("curate-rate-without-k", ["curate", "--passrates", "{rates_no_k}"], 3,
+     ["rates.jsonl, row 2, field 'k'", "positive integer"]),
+    ("curate-nan-pass-rate", ["curate", "--passrates", "{rates_nan}"], 3,
+     ["rates_nan.jsonl, row 1, field 'pass_rate'", "number in [0, 1], got nan"]),
+    ("curate-text-pass-rate", ["curate", "--passrates", "{rates_text}"], 3,
+     ["rates_text.jsonl, row 1, field 'pass_rate'", "got 'high'"]),
+    ("eval-unequal-samples", ["eval", "--data", "{data}", "--from-samples", "{unequal}"], 3,
+     ["samples.jsonl", "unequal sample counts per problem (2 to 4; 2 for ['p2'])"]),
+    ("model-without-tokenizer", ["passrate", "--data", "{data}", "--model", "{no_tokenizer}"], 3,
+     ["no-tokenizer", "has no tokenizer"]),
+    ("model-truncated-safetensors", ["eval", "--data", "{data}", "--model", "{truncated}"], 3,
+     ["truncated/model.safetensors", "truncated safetensors"]),
+    ("model-garbage-safetensors-sft", ["sft", "--data", "{data}", "--model", "{garbage}"], 3,
+     ["garbage/model.safetensors", "corrupt safetensors header"]),
+    ("model-garbage-safetensors-rl", ["rl", "--data", "{data}", "--model", "{garbage}"], 3,
+     ["garbage/model.safetensors", "corrupt safetensors header"]),
+    ("prompt-longer-than-context",
+     ["passrate", "--data", "{long_prompt}", "--model", str(TOY), "--max-new-tokens", "400"], 3,
+     ["problem 'long-one': prompt is", "exceeds the model's 640-token context", "skip_long_prompts"]),
+    ("budget-fills-context", ["eval", "--data", "{data}", "--model", str(TOY), "--max-new-tokens", "640"], 2,
+     ["max_new_tokens 640 leaves no room", "640-token context"]),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(("argv", "code", "fragments"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_input_exits_with_its_code_and_names_the_problem(tmp_path, argv, code, fragments):
-    files = _files(tmp_path)
+def test_bad_input_exits_with_its_code_and_names_the_problem(tmp_path, files, argv, code, fragments):
     root = tmp_path / "artifacts"
     args = [a.format(**files, tmp=tmp_path) for a in argv]
     result = CliRunner().invoke(app, ["--artifacts-root", str(root), *args])

@@ -20,6 +20,10 @@ from ares_cli.errors import InputError, InputErrors
 
 PROBLEM_FIELDS = ("id", "source", "problem", "answer", "images", "meta")
 REQUIRED_FIELDS = ("id", "source", "problem", "answer")
+# Size limits of one record: far above any real problem (a 128k-token context is ~0.5M characters), low
+# enough that a corrupt or hostile row is refused before it is tokenised or sent to a grader.
+MAX_PROBLEM_CHARS = 1_000_000
+MAX_ANSWER_CHARS = 10_000
 
 Location = tuple["str | Path | None", int]
 
@@ -84,6 +88,8 @@ def check_problem(row: Any, *, file: str | Path | None = None, row_no: int | Non
             err(key, f"must be a string, got {_kind(value)}")
         elif not value.strip():
             err(key, "is empty")
+        elif key == "problem" and len(value) > MAX_PROBLEM_CHARS:
+            err(key, f"is {len(value):,} characters, over the {MAX_PROBLEM_CHARS:,}-character limit")
         else:
             out[key] = value
     if row.get("answer") is not None:
@@ -91,6 +97,12 @@ def check_problem(row: Any, *, file: str | Path | None = None, row_no: int | Non
             out["answer"] = normalise_answer(row["answer"])
         except ValueError as exc:
             err("answer", str(exc))
+        else:
+            if len(out["answer"]) > MAX_ANSWER_CHARS:
+                err(
+                    "answer",
+                    f"is {len(out['answer']):,} characters, over the {MAX_ANSWER_CHARS:,}-character limit",
+                )
     images = row.get("images")
     if images is not None:
         if not isinstance(images, (list, tuple)) or not all(isinstance(p, str) and p for p in images):
@@ -101,6 +113,8 @@ def check_problem(row: Any, *, file: str | Path | None = None, row_no: int | Non
     if meta is not None:
         if not isinstance(meta, dict):
             err("meta", f"must be an object, got {_kind(meta)}")
+        elif isinstance(meta.get("difficulty"), (dict, list)):  # a breakdown key: it must be hashable
+            err("meta.difficulty", f"must be a string or number, got {_kind(meta['difficulty'])}")
         else:
             out["meta"] = dict(meta)
     return (None if errors else out), errors

@@ -2,7 +2,9 @@
 
 A stuck worker is killed (SIGKILL) and replaced, its sample graded ``timeout``; a worker that dies is
 replaced and its sample graded ``error``. The run always continues. Majority-vote equivalence goes
-through the same machinery.
+through the same machinery and the same cache; an answer whose grading timed out once (against the gold
+answer or in a vote comparison) is never sent to a worker again: in the vote it forms its own class by exact
+string, so pathological answers cost one timeout each instead of one per comparison (K^2 per problem).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
@@ -74,7 +76,8 @@ class GradingPool:
         self.soft_s = max(1e-3, self.timeout_s * soft_fraction)
         self.start_timeout_s, self.chunk_size = start_timeout_s, max(1, chunk_size)
         self.cache = cache if cache is not None else GradeCache()
-        self.stats = {"graded": 0, "cached": 0, "killed": 0, "died": 0, "started": 0}
+        self.stats = {"graded": 0, "cached": 0, "timeouts": 0, "killed": 0, "died": 0, "started": 0}
+        self.timed_out: set[str] = set()  # answers whose grading hit the hard timeout (never retried)
         self._ctx = mp.get_context(mp_context)
         self._workers: list[_Worker] = []
         self._start_failures = 0
@@ -256,6 +259,8 @@ class GradingPool:
             todo[key], details[key] = grade, detail
             self.cache.put(key, grade)
         self.stats["graded"] += len(missing)
+        self.stats["timeouts"] += sum(todo[key] == TIMEOUT for key in missing)
+        self.timed_out.update(ans.strip() for ans, key in prepared if ans and key and todo[key] == TIMEOUT)
         return [
             GradeResult(ans, INVALID, label)
             if key is None
@@ -271,12 +276,22 @@ class GradingPool:
         """Class index per answer (first-occurrence order); None/empty answers abstain with -1."""
         return self.equivalence_classes_batch([answers])[0]
 
-    def equivalence_classes_batch(self, groups: Sequence[Sequence[str | None]]) -> list[list[int]]:
+    def equivalence_classes_batch(
+        self,
+        groups: Sequence[Sequence[str | None]],
+        *,
+        unverifiable: Iterable[str] = (),
+        retry_timed_out: bool = False,
+    ) -> list[list[int]]:
         """``equivalence_classes`` for many problems at once, comparisons of all problems in parallel.
 
         Greedy in order: an answer joins the first earlier class whose representative (its first member,
-        used as gold) verifies it. Identical strings share a class without verification.
+        used as gold) verifies it. Identical strings share a class without verification. An answer in
+        ``unverifiable`` (e.g. graded ``timeout`` earlier) or in :attr:`timed_out` is compared with nothing:
+        it is its own class, shared only with identical strings. ``retry_timed_out=True`` compares them like
+        any other answer (the re-verifying vote; kept as the reference of ``benchmarks/bench_vote.py``).
         """
+        skip = set() if retry_timed_out else self.timed_out | {a.strip() for a in unverifiable if a}
         uniq = [list(dict.fromkeys(a.strip() for a in g if a is not None and a.strip())) for g in groups]
         cls: list[list[int]] = [[-1] * len(u) for u in uniq]
         n_classes = [0] * len(groups)
@@ -284,19 +299,26 @@ class GradingPool:
         while any(open_):
             pairs, owners = [], []
             for p, idx in enumerate(open_):
+                while idx and uniq[p][idx[0]] in skip:  # a hung answer heads its own class
+                    cls[p][idx.pop(0)], n_classes[p] = n_classes[p], n_classes[p] + 1
                 if not idx:
                     continue
                 rep = idx[0]
                 cls[p][rep], n_classes[p] = n_classes[p], n_classes[p] + 1
                 for j in idx[1:]:
+                    if uniq[p][j] in skip:
+                        continue
                     pairs.append((uniq[p][rep], uniq[p][j]))
                     owners.append((p, j))
-                open_[p] = []
+                open_[p] = [j for j in idx[1:] if uniq[p][j] in skip]
             for (p, j), res in zip(owners, self.grade(pairs, extracted=True), strict=True):
                 if res.grade == CORRECT:
                     cls[p][j] = n_classes[p] - 1
                 else:
                     open_[p].append(j)
+            skip |= set() if retry_timed_out else self.timed_out
+            for idx in open_:
+                idx.sort()
         out = []
         for g, u, c in zip(groups, uniq, cls, strict=True):
             pos = {a: i for i, a in enumerate(u)}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ares_cli.artifacts import ArtifactStore, InputRef
 from ares_cli.config import to_dict
-from ares_cli.curation import CurationConfig, curate, length_vs_passrate_points
+from ares_cli.curation import CurationConfig, curate, length_vs_passrate_points, parse_pass_rates
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, StageFailure, UsageError
 
@@ -46,12 +46,15 @@ def load_inputs(
     if passrate is not None:
         directory = store.resolve(passrate)
         inputs.append(store.input_ref("passrate", directory))
-        rates = read_jsonl(directory / "passrates.jsonl")
+        rates_file = directory / "passrates.jsonl"
+        rates = read_jsonl(rates_file)
         candidates = read_jsonl(directory / "samples.jsonl")
         problems = {p["id"]: p for p in read_jsonl(directory / "problems.jsonl")}
     else:
-        rates = read_jsonl(_file(passrates))
+        rates_file = _file(passrates)
+        rates = read_jsonl(rates_file)
         inputs.append(store.input_ref("passrates", passrates))
+    parse_pass_rates(rates, file=rates_file)  # every bad row named with its file, before any work
     if responses is not None:
         candidates = read_jsonl(_file(responses))
         inputs.append(store.input_ref("responses", responses))

@@ -9,6 +9,7 @@ from a JSONL of existing completions (``--from-samples``) or from an earlier eva
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,7 +20,7 @@ from ares_cli.config import option, to_dict
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
 from ares_cli.hashing import strict_json
-from ares_cli.stages.sampling import MAX_K, SAMPLE_KEY, SamplingConfig
+from ares_cli.stages.sampling import MAX_K, SAMPLE_KEY, SamplingConfig, checked_problems
 
 CODE_VERSION = "1"
 
@@ -191,10 +192,17 @@ def run_eval(
     )
     if run.up_to_date:
         return run, json.loads((run.final_dir / "results.json").read_text())
-    results, tables, timing = {}, [], {}
+    results, tables, timing, kept, skipped = {}, [], {}, {}, {}
+    context_model = None if cfg.backend == "replay" else model_path
+    for plan in benches:  # every benchmark's prompts are checked against the context before any work
+        name = plan["name"]
+        ordered = sorted(loaded[name].records, key=lambda p: p["id"])
+        kept[name], skipped[name] = checked_problems(run, ordered, cfg, context_model)
+        if skipped[name]:
+            log(f"eval: {name}: skipping problems longer than the context: {skipped[name]}")
     for plan in benches:
         name, k = plan["name"], plan["k"]
-        problems = sorted(loaded[name].records, key=lambda p: p["id"])
+        problems = kept[name]
         bench_cfg = replace(cfg, k=k, replay_file=plan.get("replay"), grader=plan["grader"])
         (run.work_dir / "problems").mkdir(exist_ok=True)
         (run.work_dir / "samples").mkdir(exist_ok=True)
@@ -213,7 +221,8 @@ def run_eval(
         json.dumps(strict_json(results), indent=2, sort_keys=True) + "\n"
     )
     (run.work_dir / "results.md").write_text("\n".join(tables))
-    run.finalize({"benches": {n: r["overall"] for n, r in results.items()}, "timing": timing})
+    overall = {n: r["overall"] for n, r in results.items()}
+    run.finalize({"benches": overall, "timing": timing, "skipped_long_prompts": skipped})
     return run, results
 
 
@@ -247,9 +256,16 @@ def _bench_plan(store, cfg: EvalConfig, *, data, from_samples, regrade) -> list[
         counts: dict[str, int] = {}
         for row in read_jsonl(path):
             counts[str(row.get("problem_id"))] = counts.get(str(row.get("problem_id")), 0) + 1
-        k = min(counts.values()) if counts else 0
-        if k < 1:
+        if not counts:
             raise InputError("no samples", file=path)
+        k = min(counts.values())
+        if k != max(counts.values()):  # scoring on the minimum would drop samples silently
+            fewest = sorted(pid for pid, n in counts.items() if n == k)[:5]
+            raise InputError(
+                f"unequal sample counts per problem ({k} to {max(counts.values())}; {k} for {fewest}): "
+                "every problem needs the same number of samples",
+                file=path,
+            )
         return [{"name": bench_name(data), "k": k, "source": data, "replay": str(path)}]
     specs = list(cfg.benches) + ([data] if data else [])
     if not specs:
@@ -300,7 +316,16 @@ def _sample_and_vote(problems, rows, cfg: EvalConfig, model_path, progress) -> d
                 progress=progress,
             )
         ordered = [[rows.rows[(p["id"], i)] for i in range(cfg.k)] for p in problems]
-        classes = pool.equivalence_classes_batch([[r["extracted"] for r in group] for group in ordered])
+        hung = [
+            r["extracted"] for group in ordered for r in group if r["grade"] == "timeout" and r["extracted"]
+        ]
+        before, started = dict(pool.stats), time.perf_counter()
+        classes = pool.equivalence_classes_batch(
+            [[r["extracted"] for r in group] for group in ordered], unverifiable=hung
+        )
+        timing["vote_s"] = time.perf_counter() - started
+        for name in ("graded", "cached", "timeouts", "killed"):  # comparisons verified, cache hits, timed out
+            timing[f"vote_{name}"] = pool.stats[name] - before[name]
     for group, ids in zip(ordered, classes, strict=True):
         for row, cls in zip(group, ids, strict=True):
             row["vote_class"] = cls

@@ -16,7 +16,7 @@ from ares_cli.artifacts import ArtifactStore, InputRef
 from ares_cli.config import option, to_dict
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
-from ares_cli.stages.sampling import SAMPLE_KEY, SamplingConfig
+from ares_cli.stages.sampling import SAMPLE_KEY, SamplingConfig, checked_problems
 
 CODE_VERSION = "1"
 
@@ -160,12 +160,16 @@ def run_passrate(
     )
     if run.up_to_date:
         return run, store.manifest(run.final_dir)["stats"]
+    problems, skipped = checked_problems(run, problems, cfg, None if cfg.backend == "replay" else model_path)
+    if skipped:
+        log(f"passrate: skipping {len(skipped)} problem(s) whose prompt does not fit the context: {skipped}")
     write_jsonl(run.work_dir / "problems.jsonl", problems)
     rows = run.rows("samples.jsonl", SAMPLE_KEY)
     if run.resumed:
         log(f"passrate: resuming {run.artifact_id} with {len(rows)} samples already graded")
     stats = _sample(problems, rows, cfg, model_path, progress or _progress_lines(log))
-    return run, _finish(run, problems, rows, cfg, {"timing": stats, "shard": cfg.shard})
+    extra = {"timing": stats, "shard": cfg.shard, "skipped_long_prompts": skipped}
+    return run, _finish(run, problems, rows, cfg, extra)
 
 
 def _finish(run, problems: list[dict], rows, cfg: PassrateConfig, extra: dict[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,10 @@ class SamplingConfig:
         MAX_PIXELS, "Images with more pixels are downscaled (Qwen2.5-VL: 16384*28*28).", ge=1
     )
     limit: int | None = option(None, "Only the first N problems of the dataset.", ge=1)
+    skip_long_prompts: bool = option(
+        False,
+        "Skip (and report) problems whose prompt + max_new_tokens exceeds the model's context, not fail.",
+    )
 
 
 def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
@@ -77,6 +81,76 @@ def backend_tokenizer(backend) -> Any:
     if tokenizer is None and hasattr(backend, "llm"):
         tokenizer = backend.llm.get_tokenizer()
     return tokenizer
+
+
+def context_window(model_config: Any) -> int | None:
+    """Tokens a model attends to, from its HF config (a VLM's text config where the top level lacks it)."""
+    for cfg in (model_config, getattr(model_config, "text_config", None)):
+        for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+            value = getattr(cfg, name, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
+
+
+def fit_context(
+    problems: list[dict[str, Any]], cfg: SamplingConfig, model_path: str | None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Problems whose rendered prompt plus ``max_new_tokens`` fits the model's context, checked before any
+    generation from the model's tokenizer and config alone: ``(kept, skipped ids)``.
+
+    A problem that does not fit is an InputError naming it (all of them together, exit 3) unless
+    ``cfg.skip_long_prompts``, when it is skipped and reported; a budget that leaves no room for any prompt
+    is a UsageError. Without a model (replay) every problem is kept.
+    """
+    from ares_cli.errors import InputError, InputErrors, UsageError
+
+    if model_path is None:
+        return problems, []
+    from transformers import AutoConfig, AutoTokenizer
+
+    window = context_window(AutoConfig.from_pretrained(model_path))
+    if window is None:
+        return problems, []
+    budget = window - cfg.max_new_tokens
+    if budget < 1:
+        raise UsageError(
+            f"max_new_tokens {cfg.max_new_tokens} leaves no room for a prompt in the model's {window}-token "
+            f"context (use --max-new-tokens below {window})"
+        )
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    too_long: list[tuple[dict, int]] = []
+    for p in problems:
+        n = len(tokenizer(render(cfg, tokenizer, p), add_special_tokens=False)["input_ids"])
+        if n > budget:
+            too_long.append((p, n))
+    if too_long and not cfg.skip_long_prompts:
+        raise InputErrors([
+            InputError(
+                f"problem {p['id']!r}: prompt is {n} tokens; with max_new_tokens {cfg.max_new_tokens} it exceeds "
+                f"the model's {window}-token context (skip_long_prompts=true skips such problems)",
+                field="problem",
+            )
+            for p, n in too_long
+        ])  # fmt: skip
+    skipped = {p["id"] for p, _ in too_long}
+    return [p for p in problems if p["id"] not in skipped], sorted(skipped)
+
+
+def checked_problems(run, problems: list[dict[str, Any]], cfg: SamplingConfig, model_path: str | None):
+    """:func:`fit_context` right after a stage opens: a failed check of a fresh run removes its (still empty)
+    partial directory, so a refused input leaves nothing behind."""
+    import shutil
+
+    from ares_cli.errors import AresError
+
+    try:
+        return fit_context(problems, cfg, model_path)
+    except AresError:
+        if not run.resumed:
+            run.release()
+            shutil.rmtree(run.work_dir, ignore_errors=True)
+        raise
 
 
 def render(cfg: SamplingConfig, tokenizer: Any, problem: dict[str, Any]) -> str:
