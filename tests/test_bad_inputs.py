@@ -152,3 +152,64 @@ def test_bad_input_exits_with_its_code_and_names_the_problem(tmp_path, files, ar
     for fragment in fragments:
         assert fragment in text, text
     assert not list(root.glob("*/*.partial")) if root.exists() else True
+
+
+@pytest.mark.parametrize(
+    ("env", "fragment"),
+    [
+        ({"HF_HUB_OFFLINE": "1"}, "offline mode is on (HF_HUB_OFFLINE)"),
+        ({"HF_ENDPOINT": "http://127.0.0.1:9"}, "the hub cannot be reached (http://127.0.0.1:9)"),
+    ],
+    ids=["offline-switch", "unreachable-hub"],
+)
+@pytest.mark.parametrize(
+    ("argv", "kind"),
+    [
+        (["passrate", "--data", "{data}", "--model", "someorg/not-cached"], "model 'someorg/not-cached'"),
+        (["data", "check", "hf:someorg/not-cached"], "dataset 'someorg/not-cached'"),
+    ],
+    ids=["model", "dataset"],
+)
+def test_uncached_hub_ids_fail_at_once(tmp_path, files, monkeypatch, env, fragment, argv, kind):
+    """No retries against an unreachable hub: one check, then exit 3 saying what is missing and why."""
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # an empty cache
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    args = [a.format(**files) for a in argv]
+    result = CliRunner().invoke(app, ["--artifacts-root", str(tmp_path / "artifacts"), *args])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 3, text
+    assert kind in text and "is not in the local Hugging Face cache" in text and fragment in text
+
+
+def broken_grader(gold: str, response: str) -> bool:
+    """A custom grader that fails on every sample (imported by name in the grading workers)."""
+    raise RuntimeError("this grader is broken")
+
+
+def test_a_grader_that_fails_on_most_samples_fails_the_stage(tmp_path, files):
+    replay = _jsonl(tmp_path / "replay.jsonl", [
+        {"problem_id": pid, "sample_idx": i, "response": "\\boxed{2}"} for pid in ("p1", "p2") for i in range(2)
+    ])  # fmt: skip
+    args = ["passrate", "--data", str(files["data"]), "--backend", "replay", "--set", f"replay_file={replay}",
+            "-k", "2", "--grader", f"{__name__}:broken_grader"]  # fmt: skip
+    result = CliRunner().invoke(app, ["--artifacts-root", str(tmp_path / "artifacts"), *args])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 1, text
+    assert "failed on 4 of 4 samples (100%, over max_grade_error_rate 0.1)" in text
+    assert "this grader is broken" in text
+    assert not list((tmp_path / "artifacts").glob("passrate/passrate-*[!l]"))  # no complete artifact
+
+
+@pytest.mark.parametrize(
+    ("grader", "fragment"),
+    [("os:system", "'os' is a standard-library module"), ("json:loads", "standard-library"),
+     ("ares_cli.grading.extract:extract_boxed", "cannot be called as fn(gold, response)")],
+)  # fmt: skip
+def test_callables_that_are_not_graders_are_refused_up_front(tmp_path, files, grader, fragment):
+    args = ["eval", "--data", str(files["data"]), "--model", "m", "--grader", grader]
+    result = CliRunner().invoke(app, ["--artifacts-root", str(tmp_path / "artifacts"), *args])
+    assert result.exit_code == 2 and fragment in " ".join(result.output.split())
+    assert not (tmp_path / "artifacts").exists() or not list((tmp_path / "artifacts").rglob("*.partial"))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import run_ares
 
-from ares_cli.errors import InputError
+from ares_cli.errors import InputError, UsageError
 from ares_cli.report.compare import (
     average_ranks,
     comparison,
@@ -99,3 +99,42 @@ def test_report_compare_cli_baseline(tmp_path):
         "report", "compare", f"base={base}", "--baseline", "nope", root=tmp_path / "art", check=False
     )
     assert bad.returncode == 3 and "baseline 'nope'" in bad.stderr
+
+
+def _compare(tmp_path, *args):
+    from typer.testing import CliRunner
+
+    from ares_cli.main import app
+
+    return CliRunner().invoke(app, ["--artifacts-root", str(tmp_path / "art"), "report", "compare", *args])
+
+
+def test_compare_refuses_a_duplicate_label_and_a_missing_markdown_directory(tmp_path):
+    one = _eval_dir(tmp_path / "one", {"a": "ciii", "b": "ccii"})
+    two = _eval_dir(tmp_path / "two", {"a": "cccc", "b": "ccii"})
+    dup = _compare(tmp_path, f"a={one}", f"a={two}")
+    assert dup.exit_code == 2 and "label 'a' is given twice" in dup.output
+    missing = _compare(tmp_path, f"a={one}", f"b={two}", "--markdown", "/nonexistent/x.md")
+    assert missing.exit_code == 2 and "directory /nonexistent does not exist" in " ".join(
+        missing.output.split()
+    )
+
+
+def test_compare_warns_on_different_problem_sets_and_refuses_different_benchmarks(tmp_path):
+    full = _eval_dir(tmp_path / "full", {"a": "ciii", "b": "ccii", "c": "iiii"})
+    part = _eval_dir(tmp_path / "part", {"a": "cccc", "b": "ccii"})
+    table = comparison({"full": full, "part": part}, baseline="full")
+    assert table["warnings"] == [
+        "part was evaluated on 2 problems and full on 3 (2 shared): accuracies over different problem sets "
+        "are not comparable"
+    ]
+    assert comparison({"x": full, "y": full})["warnings"] == []
+    cli = _compare(tmp_path, f"full={full}", f"part={part}")
+    assert cli.exit_code == 0 and "warning: part was evaluated on 2 problems" in " ".join(cli.output.split())
+    other = _eval_dir(tmp_path / "other", {"a": "cccc"})
+    results = json.loads((other / "results.json").read_text())
+    (other / "results.json").write_text(json.dumps({"aime": results["toy"]}))
+    for sub in ("problems", "samples"):
+        (other / sub / "toy.jsonl").rename(other / sub / "aime.jsonl")
+    with pytest.raises(UsageError, match=r"different benchmarks \(full=toy, other=aime\)"):
+        comparison({"full": full, "other": other})

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ares_cli.console import emit, options
-from ares_cli.errors import UsageError
+from ares_cli.errors import StageFailure, UsageError
 
 app = typer.Typer(help="Tables over artifacts: compare eval results across models.", no_args_is_help=True)
 
@@ -36,12 +36,16 @@ def compare_command(
     from ares_cli.report.suite_compare import is_suite, suite_comparison, suite_markdown
 
     opts = options(ctx)
+    if markdown_out and not Path(markdown_out).parent.is_dir():
+        raise UsageError(f"--markdown {markdown_out}: directory {Path(markdown_out).parent} does not exist")
     store = ArtifactStore(opts.artifacts_root)
     pairs = {}
     for item in evals:
         label, sep, ref = item.partition("=")
         if not sep or not label or not ref:
             raise UsageError(f"expected LABEL=EVAL_ARTIFACT, got '{item}'")
+        if label in pairs:
+            raise UsageError(f"label '{label}' is given twice; each LABEL=EVAL_ARTIFACT needs its own label")
         # an eval artifact by id or path, or any directory laid out like one (results.json, samples/)
         pairs[label] = Path(ref) if (Path(ref) / "results.json").is_file() else store.resolve(ref)
     suites = [label for label, directory in pairs.items() if is_suite(directory)]
@@ -55,8 +59,13 @@ def compare_command(
         opts.console.print(text)
     else:
         table = comparison(pairs, bench, baseline)
+        for warning in table["warnings"]:
+            opts.log(f"warning: {warning}", level=0)
         opts.console.print(rich_table(table))
         text = markdown(table)
     if markdown_out:
-        Path(markdown_out).write_text(text)
+        try:
+            Path(markdown_out).write_text(text)
+        except OSError as err:
+            raise StageFailure(f"--markdown {markdown_out}: cannot write ({err.strerror})") from None
     emit(opts, table, text=text)

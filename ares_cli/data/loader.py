@@ -135,6 +135,8 @@ def read_hf(
     """Rows of a hub dataset (or local ``datasets`` directory), configs concatenated in order."""
     import datasets
 
+    from ares_cli.hub import require_fetchable
+
     table = _Table([], [])
     if split and "+" in split:  # several splits, concatenated in order (DynaMath's ten variants)
         for part in split.split("+"):
@@ -154,7 +156,10 @@ def read_hf(
                 obj = obj[split] if split and isinstance(obj, datasets.DatasetDict) else obj
             else:
                 kwargs = {"revision": revision} if revision else {}
+                require_fetchable(hf_id, "dataset")  # not cached and no hub: fail now, not after retries
                 obj = datasets.load_dataset(hf_id, name=config, split=split, **kwargs)
+        except InputError as exc:
+            raise InputError(str(exc), file=label) from None
         except Exception as exc:  # hub, cache and builder errors have many types
             raise InputError(
                 f"could not load dataset: {type(exc).__name__}: {exc} (offline? it must be in the HF cache, "

@@ -62,7 +62,25 @@ def load_target(target: str) -> GraderFn:
         obj = getattr(obj, part)
     if not callable(obj):
         raise UsageError(f"grader {target!r} is not callable")
+    _check_grader(target, module_name, obj)
     return obj  # type: ignore[return-value]
+
+
+def _check_grader(target: str, module_name: str, fn: object) -> None:
+    """Refuse what cannot be a grader: standard-library callables (``os:system`` would grade every sample
+    ``error``, or worse, run it) and functions that cannot be called as ``fn(gold, response)``."""
+    import sys
+
+    if module_name.split(".")[0] in sys.stdlib_module_names:
+        raise UsageError(f"grader {target!r}: {module_name!r} is a standard-library module, not a grader")
+    try:
+        signature = inspect.signature(fn)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # some C callables have none: let the workers find out
+        return
+    try:
+        signature.bind("gold", "response")
+    except TypeError:
+        raise UsageError(f"grader {target!r} cannot be called as fn(gold, response): {signature}") from None
 
 
 def _source_version(fn: GraderFn) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ares_cli.data.jsonl import read_jsonl
-from ares_cli.errors import InputError
+from ares_cli.errors import InputError, UsageError
 
 
 def average_ranks(values: Sequence[float]) -> list[float]:
@@ -99,15 +99,21 @@ def comparison(
     evals: dict[str, str | Path], bench: str | None = None, baseline: str | None = None
 ) -> dict[str, Any]:
     """Per model: overall avg@K and mean length, the same per difficulty, the length–difficulty rho and,
-    with ``baseline`` (one of the labels), the paired accuracy difference against it."""
+    with ``baseline`` (one of the labels), the paired accuracy difference against it.
+
+    Evals of different benchmarks are refused (UsageError); evals of one benchmark over different problem
+    sets (e.g. another ``--limit``) are compared with a warning in ``warnings``: their accuracies are not
+    comparable, and the paired difference uses only the shared problems."""
     if baseline is not None and baseline not in evals:
         raise InputError(f"baseline '{baseline}' is not one of the labels: {', '.join(evals)}")
     models: dict[str, Any] = {}
     levels: set[str] = set()
     accuracy: dict[str, dict[str, float]] = {}
+    problem_sets: dict[str, frozenset[str]] = {}
     for label, directory in evals.items():
         name, result, problems, samples = load_eval(directory, bench)
         accuracy[label] = problem_accuracy(samples)
+        problem_sets[label] = frozenset(str(p["id"]) for p in problems)
         k = int(result["overall"]["k"])
         per = {
             level: {"acc": m[f"avg@{k}"], "len": m["len_mean"]}
@@ -118,11 +124,29 @@ def comparison(
                          "acc_se": result["overall"].get(f"avg@{k}_se"), "len": result["overall"]["len_mean"],
                          "spearman_len_difficulty": length_difficulty_spearman(problems, samples),
                          "by_difficulty": per}  # fmt: skip
+    benches = {label: m["bench"] for label, m in models.items()}
+    if len(set(benches.values())) > 1:
+        listed = ", ".join(f"{label}={name}" for label, name in benches.items())
+        raise UsageError(f"the evals are of different benchmarks ({listed}); name one all have with --bench")
+    warnings = _problem_set_warnings(problem_sets)
     if baseline is not None:
         for label, model in models.items():
             model["vs_baseline"] = paired_difference(accuracy[label], accuracy[baseline])
     ordered = sorted(levels, key=lambda v: (0, float(v), "") if _is_number(v) else (1, 0.0, v))
-    return {"models": models, "levels": ordered, "baseline": baseline}
+    return {"models": models, "levels": ordered, "baseline": baseline, "warnings": warnings}
+
+
+def _problem_set_warnings(problem_sets: dict[str, frozenset[str]]) -> list[str]:
+    """One warning per eval whose problems differ from the first eval's."""
+    if not problem_sets:
+        return []
+    (first, reference), *others = problem_sets.items()
+    return [
+        f"{label} was evaluated on {len(ids)} problems and {first} on {len(reference)} ({len(ids & reference)} "
+        "shared): accuracies over different problem sets are not comparable"
+        for label, ids in others
+        if ids != reference
+    ]
 
 
 def _is_number(text: str) -> bool:

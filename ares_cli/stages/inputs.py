@@ -8,6 +8,8 @@ from typing import Any
 from ares_cli.artifacts import MANIFEST, ArtifactStore, InputRef, verify_enclosing
 from ares_cli.errors import InputError
 from ares_cli.hashing import canonical_json, sha256_records, sha256_text
+from ares_cli.hub import require_fetchable
+from ares_cli.stages.model_files import check_model_dir
 
 MODEL_FILES = (
     "config.json",
@@ -31,6 +33,7 @@ def resolve_model(store: ArtifactStore, ref: str | Path, *, role: str = "model")
     path = Path(ref)
     if path.is_dir() and (path / "config.json").is_file() and not (path / MANIFEST).is_file():
         verify_enclosing(path)
+        check_model_dir(path)  # no tokenizer, unreadable or truncated safetensors: exit 3 naming the file
         files = {
             p.relative_to(path).as_posix(): store.record.sha256(p)
             for p in sorted(path.rglob("*"))
@@ -51,6 +54,7 @@ def resolve_model(store: ArtifactStore, ref: str | Path, *, role: str = "model")
     text = str(ref)
     if path.exists() or text.startswith((".", "/")) or text.count("/") != 1:
         raise InputError(f"model '{text}' is neither an artifact, a model directory, nor an HF id")
+    require_fetchable(text, "model")  # not cached and no hub: fail now, not after the libraries' retries
     return text, InputRef(role=role, path=text, sha256=sha256_text(text))
 
 

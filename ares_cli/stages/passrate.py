@@ -35,6 +35,7 @@ class PassrateConfig(SamplingConfig):
 
     def check(self) -> None:
         """The easy and hard buckets may not overlap (eq. 10 needs hard_frac < easy_frac)."""
+        super().check()
         if not self.hard_frac < self.easy_frac:
             raise UsageError(
                 f"config keys 'hard_frac' {self.hard_frac} and 'easy_frac' {self.easy_frac} overlap: "

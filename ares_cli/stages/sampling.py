@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ares_cli.config import option
+from ares_cli.errors import StageFailure
 from ares_cli.models.pixels import MAX_PIXELS, MIN_PIXELS
 
 SAMPLE_KEY = ("problem_id", "sample_idx")
@@ -45,10 +46,21 @@ class SamplingConfig:
         MAX_PIXELS, "Images with more pixels are downscaled (Qwen2.5-VL: 16384*28*28).", ge=1
     )
     limit: int | None = option(None, "Only the first N problems of the dataset.", ge=1)
+    max_grade_error_rate: float = option(
+        0.1, "Fail the stage when more than this fraction of samples is graded 'error' (a broken grader).",
+        ge=0.0, le=1.0,
+    )  # fmt: skip
     skip_long_prompts: bool = option(
         False,
         "Skip (and report) problems whose prompt + max_new_tokens exceeds the model's context, not fail.",
     )
+
+    def check(self) -> None:
+        """The grader must resolve (a known name, or an importable ``module:function(gold, response)``)."""
+        from ares_cli.grading.registry import resolve_grader
+
+        if self.grader:
+            resolve_grader(self.grader)
 
 
 def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
@@ -179,7 +191,9 @@ def sample_and_grade(
 ) -> dict[str, float]:
     """Fill ``rows`` (a RowLog keyed by problem_id, sample_idx) with K graded samples per problem.
 
-    Returns timing totals (generate_s, grade_s, generated_rows).
+    Returns timing totals (generate_s, grade_s, generated_rows). Fails (StageFailure) as soon as more than
+    ``cfg.max_grade_error_rate`` of the samples graded so far (at least :data:`ERROR_CHECK_MIN_SAMPLES`,
+    or all of them at the end) are graded ``error``: a grader that cannot grade must not yield pass rate 0.
     """
     from ares_cli.generation import GenerationRequest, SamplingParams, seed_for
 
@@ -188,6 +202,8 @@ def sample_and_grade(
     )
     tokenizer = getattr(backend, "processor", None) or backend_tokenizer(backend)
     totals = {"generate_s": 0.0, "grade_s": 0.0, "generated_rows": 0}
+    graded: list[str] = []
+    first_error: list[str | None] = []
     done = sum(1 for p in problems if all((p["id"], i) in rows for i in range(cfg.k)))
     for chunk in chunks(problems, cfg.chunk_problems):
         todo = [p for p in chunk if any((p["id"], i) not in rows for i in range(cfg.k))]
@@ -232,7 +248,29 @@ def sample_and_grade(
             ]
         )
         totals["generated_rows"] += len(pending)
+        graded += [g.grade for g in grades]
+        first_error += [g.detail for g in grades if g.grade == "error"][: 1 - len(first_error)]
+        if len(graded) >= ERROR_CHECK_MIN_SAMPLES:
+            check_grade_errors(graded, cfg.max_grade_error_rate, pool.grader, first_error)
         done += len(todo)
         if progress is not None:
             progress(done, len(problems), totals["generate_s"] + totals["grade_s"])
+    every = [rows.rows[(p["id"], i)]["grade"] for p in problems for i in range(cfg.k) if (p["id"], i) in rows]
+    check_grade_errors(every, cfg.max_grade_error_rate, pool.grader, first_error)
     return totals
+
+
+ERROR_CHECK_MIN_SAMPLES = 64
+
+
+def check_grade_errors(
+    grades: list[str], max_rate: float, grader: str, first_error: list[str | None]
+) -> None:
+    """StageFailure when the fraction of ``error`` grades exceeds ``max_rate``, naming the grader."""
+    errors = grades.count("error")
+    if grades and errors / len(grades) > max_rate:
+        detail = f"; first error: {first_error[0]}" if first_error and first_error[0] else ""
+        raise StageFailure(
+            f"grader {grader} failed on {errors} of {len(grades)} samples ({errors / len(grades):.0%}, over "
+            f"max_grade_error_rate {max_rate:g}){detail}"
+        )
