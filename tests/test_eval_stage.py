@@ -90,12 +90,18 @@ def test_json_output_and_regrade(tmp_path):
         "boxed_int",
         "--set",
         "grade_workers=1",
+        "--set",
+        "max_grade_error_rate=0.5",  # p1's five samples are graded 'error': a gold boxed_int cannot read
         root=root,
     )
     again = json.loads(regraded.stdout)
     assert again["artifact_id"] != result["artifact_id"]
     # boxed_int compares integers only: p1's gold 0.5 is never matched; p2 has one exact 2 of five.
     assert again["avg@5"] == pytest.approx((0 + 1 / 5) / 2)
+    assert again["error_rate"] == pytest.approx(0.5)
+    refused = run_ares("eval", "--regrade", result["artifact_id"], "--grader", "boxed_int", "--set",
+                       "grade_workers=1", root=root, check=False)  # fmt: skip
+    assert refused.returncode == 1 and "failed on 5 of 10 samples (50%" in refused.stderr
 
 
 def _choice_manifest(tmp_path: Path, rows: list[dict], answers: list[list[str]]) -> tuple[Path, Path]:
