@@ -27,15 +27,30 @@ def init_command(
         bool, typer.Option("--force", help="Rebuild from scratch even when up to date.")
     ] = False,
     seed: Annotated[int | None, typer.Option(help="Build seed (default: the shipped base's seed).")] = None,
+    vision: Annotated[
+        bool,
+        typer.Option("--vision", help="The visual toy world's tiny Qwen2.5-VL instead of the text base."),
+    ] = False,
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="Training steps of a build (default: the shipped base's).")
+    ] = None,
 ) -> None:
     """Build (or copy the prebuilt) toy base model into the artifact store."""
-    from ares_cli.toy import build
-
     opts = options(ctx)
-    config = build.build_config(**({} if seed is None else {"seed": seed}))
+    overrides = {key: value for key, value in (("seed", seed), ("steps", steps)) if value is not None}
+    if vision:
+        from ares_cli.toy import vision_build as build
+
+        stage, config = "toy-init-vl", build.vl_build_config(**overrides)
+        base, build_into = build.vl_base_dir(), build.build_vl_base
+    else:
+        from ares_cli.toy import build
+
+        stage, config = "toy-init", build.build_config(**overrides)
+        base, build_into = build.base_dir(), build.build_base
     store = ArtifactStore(opts.artifacts_root)
     run = store.open_stage(
-        "toy-init",
+        stage,
         code_version=CODE_VERSION,
         config=config,
         inputs=[],
@@ -43,22 +58,24 @@ def init_command(
         force=force,
     )
     if run.up_to_date:
-        opts.log(f"toy-init: up to date ({run.artifact_id})")
+        opts.log(f"{stage}: up to date ({run.artifact_id})")
         emit(opts, {"path": str(run.final_dir), "artifact_id": run.artifact_id, "up_to_date": True})
         return
     model_dir = run.work_dir / "model"
     if model_dir.exists():
         shutil.rmtree(model_dir)
     started = time.time()
-    if not force and config == _shipped_config(build.base_dir()):
-        shutil.copytree(build.base_dir(), model_dir)
+    if not force and config == _shipped_config(base):
+        shutil.copytree(base, model_dir)
         origin = "prebuilt"
     else:
-        opts.log("toy-init: building the base model from scratch (minutes on a CPU)")
-        build.build_base(model_dir, seed=config["seed"], on_step=_progress(opts, config["steps"]))
+        opts.log(f"{stage}: building the base model from scratch (minutes on a CPU)")
+        build_into(
+            model_dir, seed=config["seed"], steps=config["steps"], on_step=_progress(opts, config["steps"])
+        )
         origin = "built"
     path = run.finalize({"origin": origin, "seconds": round(time.time() - started, 2)})
-    opts.log(f"toy-init: {origin} base at {path}")
+    opts.log(f"{stage}: {origin} base at {path}")
     emit(opts, {"path": str(path), "artifact_id": run.artifact_id, "up_to_date": False, "origin": origin})
 
 

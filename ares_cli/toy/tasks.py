@@ -53,15 +53,20 @@ def _random_op(rng: random.Random, value: int) -> tuple[str, int]:
     return op, rng.randint(2, min(MAX_FACTOR, MAX_VALUE // value))
 
 
-def random_steps(rng: random.Random, difficulty: int) -> tuple[int, list[tuple[str, int]]]:
-    """A start value and ``difficulty`` operations drawn from ``rng``."""
-    value = rng.randint(10, 99)
-    start, steps = value, []
+def random_ops(rng: random.Random, start: int, difficulty: int) -> list[tuple[str, int]]:
+    """``difficulty`` operations from ``start`` drawn from ``rng``, every intermediate value in range."""
+    value, steps = start, []
     for _ in range(difficulty):
         op, operand = _random_op(rng, value)
         steps.append((op, operand))
         value = apply_op(value, op, operand)
-    return start, steps
+    return steps
+
+
+def random_steps(rng: random.Random, difficulty: int) -> tuple[int, list[tuple[str, int]]]:
+    """A start value and ``difficulty`` operations drawn from ``rng``."""
+    start = rng.randint(10, 99)
+    return start, random_ops(rng, start, difficulty)
 
 
 def format_problem(start: int, steps: list[tuple[str, int]]) -> str:
