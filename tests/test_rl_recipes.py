@@ -27,6 +27,7 @@ ABLATIONS = {
     "toy-paec-beta0": ("toy-paec", {"paec.beta"}),
     "toy-paec-beta0.7": ("toy-paec", {"paec.beta"}),
     "toy-paec-quantile0.3": ("toy-paec", {"paec.quantile"}),
+    "toy-grpo-branching": ("toy-grpo", {"rollout.branching.enabled", "rollout.branching.token_budget"}),
 }
 
 
@@ -121,6 +122,8 @@ def test_toy_recipe_runs_one_step(name, step):
             assert row["aepo/shaping_abs_mean"] == 0.0 and row["reward"] == pytest.approx(row["reward_base"])
         if not dynamic:
             assert row["kl_weight_mean"] == pytest.approx(0.01)  # uniform kl_init on every token
+    if "branching" in name:
+        assert "branch/points" in row and "branch/correct_per_ktoken" in row
     if "aer" in name:
         assert row["aer/h0"] > 0 and row["aer/target"] == pytest.approx(0.4 * row["aer/h0"])
         assert row["aer/alpha"] == 0.0 and 0.0 <= row["aer/hard_frac"] <= 1.0  # alpha_0 = 0 on step 1

@@ -157,6 +157,27 @@ class HFBackend:
                 out[ri][si] = self._finish(res.token_ids, res.logprobs, res.finish_reason, sampling.stop)
         return out  # type: ignore[return-value]
 
+    def generate_from_ids(
+        self, prompts: list[list[int]], seeds: list[int], sampling: SamplingParams
+    ) -> list[Completion]:
+        """One completion per (token-id prompt, seed) row: continue already tokenised text, e.g. a prompt
+        plus a partial response (RL branching). Rows sharing a prefix in a decode batch are prefilled once
+        and their KV-cache rows copied (:func:`~ares_cli.generation.decode.decode_chunk`)."""
+        from ares_cli.generation.decode import decode_chunk
+
+        order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), prompts[i]))
+        out: list[Completion | None] = [None] * len(prompts)
+        stop_hit = self._stop_checker(sampling.stop)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            results = decode_chunk(self.model, [prompts[i] for i in chunk], [seeds[i] for i in chunk],
+                                   temperature=sampling.temperature, top_p=sampling.top_p,
+                                   max_new_tokens=sampling.max_new_tokens, eos_ids=self.eos_ids,
+                                   pad_id=self.pad_id, stop_hit=stop_hit, suppress_ids=self.suppress_ids)  # fmt: skip
+            for i, res in zip(chunk, results, strict=True):
+                out[i] = self._finish(res.token_ids, res.logprobs, res.finish_reason, sampling.stop)
+        return out  # type: ignore[return-value]
+
     def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
         """Copy (name, tensor) pairs into the model in place; every name must exist."""
         import torch

@@ -118,6 +118,18 @@ class VLLMBackend:
         flat = iter(outputs)
         return [[self._completion(next(flat)) for _ in req.seeds] for req in requests]
 
+    def generate_from_ids(
+        self, prompts: list[list[int]], seeds: list[int], sampling: SamplingParams
+    ) -> list[Completion]:
+        """One completion per (token-id prompt, seed) row (RL branching: a prompt plus a partial response);
+        the engine's prefix caching reuses the KV blocks of prefixes it has already computed."""
+        params = [self._params(sampling, seed) for seed in seeds]
+        inputs = [{"prompt_token_ids": list(p)} for p in prompts]
+        outputs = self.llm.generate(inputs, params, use_tqdm=False) if inputs else []
+        if len(outputs) != len(inputs):
+            raise StageFailure(f"vLLM returned {len(outputs)} outputs for {len(inputs)} prompts")
+        return [self._completion(o) for o in outputs]
+
     def _completion(self, output: Any) -> Completion:
         comp = output.outputs[0]
         reason = comp.finish_reason

@@ -57,30 +57,30 @@ class RolloutBatch:
 
 
 def collate(groups, pad_id: int) -> RolloutBatch:
-    """Pad a list of :class:`~.rollout.Group` into one batch (G rows per group, in order)."""
+    """Pad a list of :class:`~.rollout.Group` into one batch (its responses' rows per group, in order).
+
+    A branch row whose ``context_len`` is k (entropy-triggered branching) carries its first k response
+    tokens in the prompt part: context for the forward pass, no loss on them."""
     prompts, responses, group_idx = [], [], []
     for g_i, g in enumerate(groups):
-        for ids in g.response_ids:
-            prompts.append(g.prompt_ids)
-            responses.append(ids or [pad_id])
+        context = g.context_len or [0] * len(g.response_ids)
+        for ids, k in zip(g.response_ids, context, strict=True):
+            prompts.append(list(g.prompt_ids) + list(ids[:k]))
+            responses.append(list(ids[k:]))
             group_idx.append(g_i)
     n = len(prompts)
     p_len = max((len(p) for p in prompts), default=1)
-    r_len = max((len(r) for r in responses), default=1)
+    r_len = max((len(r) for r in responses), default=0) or 1
     prompt_ids = torch.full((n, p_len), pad_id, dtype=torch.long)
     prompt_mask = torch.zeros((n, p_len), dtype=torch.long)
     response_ids = torch.full((n, r_len), pad_id, dtype=torch.long)
     response_mask = torch.zeros((n, r_len), dtype=torch.float32)
-    row = 0
-    for g in groups:
-        for ids in g.response_ids:
-            p = g.prompt_ids
-            prompt_ids[row, p_len - len(p) :] = torch.tensor(p, dtype=torch.long)
-            prompt_mask[row, p_len - len(p) :] = 1
-            if ids:
-                response_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-                response_mask[row, : len(ids)] = 1.0
-            row += 1
+    for row, (p, ids) in enumerate(zip(prompts, responses, strict=True)):
+        prompt_ids[row, p_len - len(p) :] = torch.tensor(p, dtype=torch.long)
+        prompt_mask[row, p_len - len(p) :] = 1
+        if ids:
+            response_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+            response_mask[row, : len(ids)] = 1.0
     return RolloutBatch(prompt_ids, prompt_mask, response_ids, response_mask,
                         torch.tensor(group_idx, dtype=torch.long))  # fmt: skip
 

@@ -17,6 +17,7 @@ from ares_cli.algorithms.paec import PAECConfig
 from ares_cli.algorithms.policy_losses import PolicyLossConfig
 from ares_cli.config import load_yaml, option, parse_sets, resolve, to_dict
 from ares_cli.errors import UsageError
+from ares_cli.training.rl.branching import BranchingConfig
 
 
 @dataclass
@@ -43,6 +44,9 @@ class RolloutConfig:
     system_prompt: str | None = option(None, "Optional system message of every prompt.")
     prompt_template: str | None = option(
         None, "User-message format string with {problem}; None = the problem."
+    )
+    branching: BranchingConfig = option(
+        BranchingConfig(), "Entropy-triggered branching of rollouts (ARES sec. 3.2.1); off by default."
     )
 
 
@@ -273,6 +277,9 @@ def validate(cfg: RLConfig) -> None:
         raise UsageError("micro_batch_size, ppo_epochs, steps and max_new_tokens must be >= 1")
     if not 0.0 <= cfg.filter.low <= cfg.filter.high <= 1.0:
         raise UsageError("need 0 <= filter.low <= filter.high <= 1")
+    if r.branching.enabled and o.deepspeed:
+        raise UsageError("rollout.branching needs the torch optimiser path (unset optim.deepspeed): branched "
+                         "groups vary in size, DeepSpeed's gradient accumulation count is fixed")  # fmt: skip
     if cfg.reward.overlong_shaping and not 0 < cfg.reward.overlong_buffer <= r.max_new_tokens:
         raise UsageError("reward.overlong_buffer must lie in (0, rollout.max_new_tokens]")
 

@@ -47,6 +47,10 @@ class Group:
     finish: list[str]
     grades: list[str]
     rewards: list[float] = field(default_factory=list)
+    # entropy-triggered branching (:mod:`.branching`); empty lists = no branch in this group
+    origin: list[int] = field(default_factory=list)  # -1 for the G rollouts, else the response branched from
+    prefix_len: list[int] = field(default_factory=list)  # leading tokens shared with the origin
+    context_len: list[int] = field(default_factory=list)  # leading response tokens collated as context
 
     @property
     def correct(self) -> list[bool]:
@@ -64,8 +68,13 @@ def encode_prompts(tokenizer, problems: list[dict[str, Any]], rollout_cfg) -> li
     return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
 
 
-def generate_groups(backend, tokenizer, draws, *, cfg, seed: int, pool) -> list[Group]:
-    """Generate ``cfg.rollout.group_size`` responses per drawn prompt and grade them."""
+def generate_groups(
+    backend, tokenizer, draws, *, cfg, seed: int, pool, entropy_fn=None, world: int = 1
+) -> list[Group]:
+    """Generate ``cfg.rollout.group_size`` responses per drawn prompt and grade them; with
+    ``rollout.branching.enabled``, then add entropy-triggered branches (``entropy_fn(groups)`` -> the
+    responses' token entropies and mask; :func:`~.branching.branch_groups`; the step's token budget is
+    split over ``world`` ranks)."""
     from ares_cli.generation import GenerationRequest, SamplingParams, render_prompt, seed_for
 
     r = cfg.rollout
@@ -91,6 +100,11 @@ def generate_groups(backend, tokenizer, draws, *, cfg, seed: int, pool) -> list[
             grades=[x.grade for x in grades[g:g + n]],
         ))  # fmt: skip
         g += n
+    if cfg.rollout.branching.enabled and groups:
+        from ares_cli.training.rl.branching import branch_groups
+
+        branch_groups(groups, [p for _, p in draws], entropy_fn(groups), backend=backend, tokenizer=tokenizer,
+                      cfg=cfg, seed=seed, pool=pool, world=world)  # fmt: skip
     return groups
 
 

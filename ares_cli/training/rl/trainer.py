@@ -79,6 +79,7 @@ def train_rl(
     from ares_cli.training.checkpoint import load_optimizer, save_final
     from ares_cli.training.rl import state
     from ares_cli.training.rl.batch import collate, rollout_pass
+    from ares_cli.training.rl.branching import branch_metrics
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.rollout import PromptSampler, all_gather_groups, collect_groups, generate_groups
     from ares_cli.training.rl.update import ppo_update
@@ -136,6 +137,13 @@ def train_rl(
     if resumed is not None:
         _sync(backend, model, gather)
     sampler = PromptSampler(problems, cfg.seed)
+
+    def entropies(groups):  # token entropies of fresh rollouts, for entropy-triggered branching
+        rows = collate(groups, pad_id).to(dist.device)
+        rollout_pass(engine or model, rows, stats=("entropy",), prefix="", micro=cfg.optim.micro_batch_size,
+                     temperature=r.temperature, chunk_size=cfg.loss.chunk_size)  # fmt: skip
+        return rows.tok["entropy"], rows.response_mask
+
     rows = MetricLog(out_dir, resumed_step=step0, is_main=dist.is_main, report_to=report_to,
                      config=dataclasses.asdict(cfg))  # fmt: skip
     stop = min(cfg.steps, cfg.max_steps_this_run or cfg.steps)
@@ -184,12 +192,15 @@ def train_rl(
             def generate(draws, timer=timer):
                 with timer("generate"), gather:
                     mine = generate_groups(backend, tokenizer, draws[dist.rank::dist.world_size], cfg=cfg,
-                                           seed=cfg.seed, pool=_Timed(pool, timer))  # fmt: skip
+                                           seed=cfg.seed, pool=_Timed(pool, timer), entropy_fn=entropies,
+                                           world=dist.world_size)  # fmt: skip
                 return all_gather_groups(mine)
 
             groups, cursor, filter_stats = collect_groups(
                 sampler, cursor, generate=generate, cfg=cfg, log=log
             )
+            if r.branching.enabled:
+                filter_stats |= branch_metrics(groups, cfg.aepo.easy_pass_frac, cfg.aepo.hard_pass_frac)
             local = groups[dist.rank :: dist.world_size]
 
             # 2. batch + no-grad passes (old policy; reference)
@@ -214,7 +225,7 @@ def train_rl(
             # 3. algorithm hooks -> rewards, advantages, KL weights
             alg_metrics = algo.prepare(batch)
             rewards, bonus, reward_metrics = algo.rewards(batch)
-            adv, adv_metrics = compute_advantages(cfg.loss.advantage, rewards.float().cpu(), group_size=group,
+            adv, adv_metrics = compute_advantages(cfg.loss.advantage, rewards.float().cpu(), group_ids=batch.group.cpu(),
                                                   eps=cfg.loss.adv_eps, std=cfg.loss.adv_std)  # fmt: skip
             token_adv = adv.to(dist.device)[:, None].expand_as(batch.response_mask)
             batch.tok["advantages"] = (token_adv + bonus) if bonus is not None else token_adv.contiguous()

@@ -134,21 +134,28 @@ def optimizer_step(model, engine, optimizer, cfg) -> float:
     return float(norm)
 
 
+def prompt_slices(group: torch.Tensor, prompts: int) -> list[slice]:
+    """Row slices of consecutive mini-batches of ``prompts`` groups each (rows are ordered by group; a group
+    may hold more than G rows when rollouts were branched)."""
+    ids = group.tolist()
+    starts = [i for i in range(len(ids)) if i == 0 or ids[i] != ids[i - 1]][::prompts]
+    return [slice(a, b) for a, b in zip(starts, [*starts[1:], len(ids)], strict=True)]
+
+
 def ppo_update(
     model, engine, optimizer, batch, algo, cfg, *, step: int, opt_step: int, world_size: int, reduce, timer
 ) -> tuple[dict[str, float], int]:
     """All optimiser steps of one RL step; returns (metrics, optimiser steps taken so far)."""
-    group = cfg.rollout.group_size
-    mb_rows = cfg.optim.mini_batch_size // world_size * group
+    mb_prompts = cfg.optim.mini_batch_size // world_size
     generator = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
     forward = engine if engine is not None else model
     means, norms, updates = MetricMeans(), [], 0
     model.train()
     for _epoch in range(cfg.optim.ppo_epochs):
-        for start in range(0, len(batch), mb_rows):
+        for rows in prompt_slices(batch.group, mb_prompts):
             for group_ in (engine.optimizer if engine is not None else optimizer).param_groups:
                 group_["lr"] = lr_at(opt_step, cfg)
-            minibatch_backward(forward, batch.rows(slice(start, start + mb_rows)), algo, cfg,
+            minibatch_backward(forward, batch.rows(rows), algo, cfg,
                                world_size=world_size, reduce=reduce, engine=engine, generator=generator,
                                timer=timer, means=means)  # fmt: skip
             with timer("backward"):

@@ -1,0 +1,120 @@
+"""Entropy-triggered branching (ARES sec. 3.2.1): point selection, budget, collation of branch rows,
+group-aligned mini-batches, the hf prefix continuation, and a branched RL step on the tiny model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_rl import _cfg, _rows, _train
+
+from ares_cli.training.rl.branching import BranchingConfig, branch_metrics, pick_points, within_budget
+from ares_cli.training.rl.rollout import Group
+
+
+def test_pick_points_highest_window_entropy_first_with_gap_and_cap():
+    win = torch.tensor([[0.1, 0.9, 0.8, 0.2, 0.7, 0.0], [0.0, 0.95, 0.1, 0.1, 0.1, 0.1]])
+    eligible = torch.ones(2, 6, dtype=torch.bool)
+    eligible[:, 5] = False
+
+    # >= 0.5: (1,1) .95, (0,1) .9, (0,2) .8 [too close to (0,1)], (0,4) .7
+    def where(points):
+        return [(i, t) for i, t, _h in points]
+
+    got = pick_points(win, eligible, 0.5, max_points=3, min_gap=2)
+    assert where(got) == [(1, 1), (0, 1), (0, 4)] and [h for *_, h in got] == pytest.approx([0.95, 0.9, 0.7])
+    assert where(pick_points(win, eligible, 0.5, max_points=2, min_gap=1)) == [(1, 1), (0, 1)]
+    assert pick_points(win, eligible, 0.99, max_points=3, min_gap=2) == []
+
+
+def test_token_budget_keeps_the_highest_entropy_points():
+    points = [(0, 0, 5, 0.9, 40), (0, 1, 3, 0.5, 10), (1, 0, 2, 0.8, 30)]
+    assert within_budget(points, 0) == points
+    assert within_budget(points, 75) == [(0, 0, 5, 0.9, 40), (1, 0, 2, 0.8, 30)]
+    assert within_budget(points, 50) == [(0, 0, 5, 0.9, 40), (0, 1, 3, 0.5, 10)]  # 0.8 does not fit, 0.5 does
+
+
+def test_config_validation():
+    with pytest.raises(Exception, match="prefix_tokens"):
+        BranchingConfig(prefix_tokens="both")
+    with pytest.raises(Exception, match="deepspeed"):
+        _cfg("rollout.branching.enabled=true", "optim.deepspeed=pipelines/deepspeed/zero2.json")
+
+
+def _branched_group():
+    g = Group(
+        0,
+        "p0",
+        [7, 8],
+        [[1, 2, 3, 4], [5, 6], [1, 2, 9]],
+        ["stop"] * 3,
+        ["incorrect", "incorrect", "correct"],
+    )
+    g.origin, g.prefix_len, g.context_len = [-1, -1, 0], [0, 0, 2], [0, 0, 2]
+    return g
+
+
+def test_collate_branch_prefix_is_context_not_response():
+    from ares_cli.training.rl.batch import collate
+
+    b = collate([_branched_group()], pad_id=0)
+    assert b.prompt_ids.tolist() == [[0, 0, 7, 8], [0, 0, 7, 8], [7, 8, 1, 2]]
+    assert b.response_ids.tolist() == [[1, 2, 3, 4], [5, 6, 0, 0], [9, 0, 0, 0]]
+    assert b.response_mask.sum(1).tolist() == [4, 2, 1] and b.group.tolist() == [0, 0, 0]
+
+
+def test_metrics_and_group_aligned_minibatches():
+    from ares_cli.training.rl.update import prompt_slices
+
+    g, plain = _branched_group(), Group(1, "p1", [7], [[1], [2]], ["stop"] * 2, ["correct", "correct"])
+    m = branch_metrics([g, plain], easy_frac=0.75, hard_frac=0.25)
+    # group 0: 0 of 2 originals correct -> hard, one point; tokens 4 + 2 + 1 (continuation) = 7, 1 correct
+    assert (m["branch/points"], m["branch/points_hard"], m["branch/tokens"], m["branch/responses"]) == (
+        1,
+        1,
+        1,
+        1,
+    )
+    assert m["branch/hard_correct_per_ktoken"] == pytest.approx(1000 / 7)
+    assert m["branch/correct_per_ktoken"] == pytest.approx(1000 * 3 / 9)
+    assert prompt_slices(torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2]), 2) == [slice(0, 5), slice(5, 9)]
+
+
+def test_hf_prefix_continuation_is_batch_independent(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    from ares_cli.generation import SamplingParams
+    from ares_cli.generation.hf import HFBackend
+    from ares_cli.models import load_model
+
+    backend = HFBackend.from_model(load_model(tiny_model_dir), AutoTokenizer.from_pretrained(tiny_model_dir))
+    sp = SamplingParams(temperature=1.0, max_new_tokens=6)
+    p = [5, 9, 11, 13, 17]
+    together = backend.generate_from_ids([p, p, p[:3]], [1, 2, 3], sp)  # p shares one prefill, cache copied
+    alone = [backend.generate_from_ids([q], [s], sp)[0] for q, s in ((p, 1), (p, 2), (p[:3], 3))]
+    assert [c.token_ids for c in together] == [c.token_ids for c in alone]
+
+
+def test_branched_rl_step_end_to_end(tiny_model_dir, tmp_path, monkeypatch):
+    from ares_cli.training.rl import rollout
+
+    seen, original = [], rollout.generate_groups
+
+    def spy(*args, **kwargs):
+        groups = original(*args, **kwargs)
+        seen.extend(groups)
+        return groups
+
+    monkeypatch.setattr(rollout, "generate_groups", spy)  # the trainer imports it at call time
+    cfg = _cfg("steps=1", "rollout.branching.enabled=true", "rollout.branching.threshold=0.0",
+               "rollout.branching.max_points=2", "rollout.branching.window=2", "rollout.max_new_tokens=12")  # fmt: skip
+    _train(cfg, tiny_model_dir, tmp_path)
+    row = _rows(tmp_path / "metrics.jsonl")[-1]
+    assert row["branch/points"] > 0 and row["branch/tokens"] > 0
+    assert row["branch/points"] == sum(row[f"branch/points_{d}"] for d in ("easy", "medium", "hard"))
+    assert seen and any(len(g.response_ids) > 4 for g in seen)
+    for g in seen:
+        assert len(g.response_ids) <= 4 + 2 and len(g.grades) == len(g.response_ids)
+        for ids, o, t in zip(g.response_ids, g.origin or [-1] * 4, g.prefix_len or [0] * 4, strict=True):
+            assert len(ids) <= 12
+            if o >= 0:  # a branch shares its origin's first t tokens and was resampled from t on
+                assert 1 <= t and ids[:t] == g.response_ids[o][:t]
