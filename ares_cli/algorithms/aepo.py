@@ -67,7 +67,10 @@ class AEPOConfig:
         '"paper": penalise incorrect only (sec. 3.2.2); "appendix_i": fig. 9; "alg1": R_acc+S_d-lam C/Z.',
     )
     easy_explore: float = option(
-        0.1, "appendix_i: mu, the mild encouragement of failed easy answers below target (fraction of lam)."
+        0.1,
+        "appendix_i: mu, the mild encouragement of failed easy answers below target (fraction of lam).",
+        ge=0.0,
+        le=1.0,
     )
     alg1_norm: str = option("length", 'alg1: Z of C_ent/Z, "length" (L_i) or "target" (N_target(d)).')
     target_source: str = option(

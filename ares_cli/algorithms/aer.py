@@ -37,17 +37,19 @@ CADENCES = ("step", "minibatch")
 class AERConfig:
     """Every AER constant: PAEC app. B's τ, ρ, η; the rest our reconstruction (docs/methods.md)."""
 
-    target_ratio: float = option(0.4, "τ: target entropy H* = τ·H0 (PAEC app. B: 0.4).")
+    target_ratio: float = option(0.4, "τ: target entropy H* = τ·H0 (PAEC app. B: 0.4).", gt=0.0, le=1.0)
     acc_threshold: float = option(
-        0.2, "ρ: a prompt is hard when its group pass rate is <= ρ (PAEC app. B: 0.2)."
+        0.2, "ρ: a prompt is hard when its group pass rate is <= ρ (PAEC app. B: 0.2).", ge=0.0, le=1.0
     )
-    coef_lr: float = option(0.005, "η: step size of the global coefficient update (PAEC app. B: 0.005).")
+    coef_lr: float = option(
+        0.005, "η: step size of the global coefficient update (PAEC app. B: 0.005).", ge=0.0
+    )
     coef_init: float = option(0.0, "α_0: initial global coefficient (not published; ours).")
     coef_min: float = option(0.0, "α_min: lower clip of α (ours: never negative).")
-    coef_max: float = option(0.05, "α_max: upper clip of α (not published; ours).")
+    coef_max: float = option(0.05, "α_max: upper clip of α (not published; ours).", ge=0.0)
     allocation: str = option("gate", 'Per-sample weight: "gate" 1[acc <= ρ] or "linear" 1 - acc.')
     update_rule: str = option("proportional", '"proportional": α += η(H* - H); "sign": α += η·sign(H* - H).')
-    anchor_steps: int = option(1, "K: first K steps' pre-update entropy averaged into H0.")
+    anchor_steps: int = option(1, "K: first K steps' pre-update entropy averaged into H0.", ge=1)
     signal: str = option("all", 'Entropy the controller tracks: "all" responses or only "gated" ones.')
     normaliser: str = option("all", 'Loss normaliser N: "all" response tokens or only "gated" ones.')
     cadence: str = option("step", '"step": α updated once per RL step; "minibatch": once per optimiser step.')

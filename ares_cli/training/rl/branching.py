@@ -39,12 +39,16 @@ class BranchingConfig:
     enabled: bool = option(
         False, "Branch extra trajectories at high-window-entropy points (ARES sec. 3.2.1)."
     )
-    max_points: int = option(2, "B: branch points per prompt at most.")
-    samples: int = option(1, "Fresh continuations per branch point.")
-    token_budget: int = option(0, "Estimated branch tokens per step, all ranks (0 = no limit).")
-    window: int = option(4, "w of the window entropy (eq. 4); also the minimum gap between two points.")
-    quantile: float = option(0.95, "Per-response entropy quantile of the batch threshold τ (sec. 3.2.1).")
-    threshold: float | None = option(None, "Fixed τ in nats; None = the batch threshold of these rollouts.")
+    max_points: int = option(2, "B: branch points per prompt at most.", ge=1)
+    samples: int = option(1, "Fresh continuations per branch point.", ge=1)
+    token_budget: int = option(0, "Estimated branch tokens per step, all ranks (0 = no limit).", ge=0)
+    window: int = option(4, "w of the window entropy (eq. 4); also the minimum gap between two points.", ge=1)
+    quantile: float = option(
+        0.95, "Per-response entropy quantile of the batch threshold τ (sec. 3.2.1).", ge=0.0, le=1.0
+    )
+    threshold: float | None = option(
+        None, "Fixed τ in nats; None = the batch threshold of these rollouts.", ge=0.0
+    )
     prefix_tokens: str = option(
         "context", '"context": train only the continuation; "response": the whole row.'
     )

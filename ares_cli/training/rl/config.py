@@ -131,7 +131,7 @@ class RewardConfig:
     incorrect: float = option(0.0, "Reward of an incorrect (or ungradable) answer.")
     format_penalty: float = option(0.0, "Subtracted when the response has no \\boxed{} answer (0 = off).")
     format_reward: float = option(
-        0.0, "Added when the response has a \\boxed{} answer (PAEC app. B.2: 0.05)."
+        0.0, "Added when the response has a \\boxed{} answer (PAEC app. B.2: 0.05).", ge=0.0
     )
     overlong_shaping: bool = option(False, "DAPO soft overlong punishment (dapo preset: on).")
     overlong_buffer: int = option(
