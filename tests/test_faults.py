@@ -103,6 +103,9 @@ TAMPERED_INPUTS = [
           [*EVAL, "--model", "{toy-init}", "--difficulty-from", "{passrate}"], 4, "passrates.jsonl"),
     Fault("eval samples tampered -> eval --regrade", lambda r, i: _flip(next(_dir(r, i["eval"]).glob("samples/*.jsonl")), 3),
           ["eval", "--regrade", "{eval}"], 4, "samples/toy-val.jsonl: sha256 does not match"),
+    Fault("eval results tampered -> report compare",
+          lambda r, i: _flip(_dir(r, i["eval"]) / "results.json", offset=2),
+          ["report", "compare", "a={eval}", "b={eval-dir}"], 4, "results.json: sha256 does not match"),
     Fault("curate set tampered -> sft", lambda r, i: _drop_last_row(_dir(r, i["curate"]) / "sft.jsonl"),
           ["sft", "--model", "{toy-init}", "--data", "{curate}"], 4, "sft.jsonl:"),
     Fault("input manifest corrupt -> curate", lambda r, i: (_dir(r, i["passrate"]) / "manifest.json").write_text("{"),
@@ -299,3 +302,33 @@ def test_stage_files_get_the_umask_permissions(store):
         os.umask(old)
     modes = {p.name: oct(p.stat().st_mode & 0o777) for p in _dir(root, ids["passrate"]).iterdir()}
     assert modes["problems.jsonl"] == modes["passrates.jsonl"] == modes["manifest.json"] == "0o644", modes
+
+
+def test_a_full_disk_while_checkpointing_keeps_the_earlier_checkpoints_and_resumes(tmp_path, monkeypatch):
+    import safetensors.torch
+    from fixtures_tiny_model import save_tiny_model, write_sft_jsonl
+    from safetensors import SafetensorError
+
+    from ares_cli.training import checkpoint
+
+    model, data = save_tiny_model(tmp_path / "base"), write_sft_jsonl(tmp_path / "sft.jsonl", 16)
+    argv = ["sft", "--model", str(model), "--data", str(data), "--epochs", "2", "--batch-size", "8",
+            "--set", "save_every=1", "--set", "micro_batch_size=4", "--set", "max_seq_len=96"]  # fmt: skip
+    real_save_file = safetensors.torch.save_file
+
+    def filling(tensors, filename, *a, **kw):
+        if "step-000003.tmp" in str(filename):  # safetensors reports the OS error inside its own exception
+            raise SafetensorError(
+                f'Error while serializing: I/O error: No space left on device (os error 28) at path "{filename}"'
+            )
+        return real_save_file(tensors, filename, *a, **kw)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", filling)
+    code, stderr = _failed(ares(tmp_path / "artifacts", *argv))
+    assert code == 1 and "Traceback" not in stderr
+    assert "step-000003.tmp/model.safetensors: no space left on device (errno 28)" in stderr
+    checkpoints = next((tmp_path / "artifacts" / "sft").glob("*.partial")) / "checkpoints"
+    assert checkpoint.latest(checkpoints).name == "step-000002"  # the earlier checkpoints are intact
+    monkeypatch.undo()
+    resumed = ares(tmp_path / "artifacts", *argv)
+    assert resumed.exit_code == 0 and "resuming from step-000002" in resumed.stderr

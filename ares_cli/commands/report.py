@@ -31,7 +31,7 @@ def compare_command(
     """Accuracy and mean length per difficulty, Spearman(length, difficulty), and paired Δ vs a baseline."""
     from pathlib import Path
 
-    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.artifacts import ArtifactStore, verify_enclosing
     from ares_cli.report.compare import comparison, markdown, rich_table
     from ares_cli.report.suite_compare import is_suite, suite_comparison, suite_markdown
 
@@ -46,15 +46,20 @@ def compare_command(
             raise UsageError(f"expected LABEL=EVAL_ARTIFACT, got '{item}'")
         if label in pairs:
             raise UsageError(f"label '{label}' is given twice; each LABEL=EVAL_ARTIFACT needs its own label")
-        # an eval artifact by id or path, or any directory laid out like one (results.json, samples/)
-        pairs[label] = Path(ref) if (Path(ref) / "results.json").is_file() else store.resolve(ref)
+        # an eval artifact by id or path, or any directory laid out like one (results.json, samples/);
+        # an artifact (or a directory inside one) is verified against its manifest first (exit 4)
+        if (Path(ref) / "results.json").is_file():
+            verify_enclosing(Path(ref))
+            pairs[label] = Path(ref)
+        else:
+            pairs[label] = store.verified(ref)
     suites = [label for label, directory in pairs.items() if is_suite(directory)]
     if suites:
         if len(suites) != len(pairs):
             raise UsageError("compare suite artifacts with suite artifacts only (or eval artifacts only)")
         if bench is not None:
             raise UsageError("--bench does not apply to suite artifacts (every benchmark is compared)")
-        table = suite_comparison(pairs, store.resolve, baseline)
+        table = suite_comparison(pairs, store.verified, baseline)
         text = suite_markdown(table)
         opts.console.print(text)
     else:

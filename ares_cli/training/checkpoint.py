@@ -65,13 +65,32 @@ def unflatten_state(obj: Any, tensors: dict[str, Any]) -> Any:
     return obj
 
 
+@contextmanager
+def disk_errors(path: Path):
+    """Re-raise safetensors' I/O failures ("... (os error 28) ...") as the OSError they are, naming ``path``.
+
+    So a full or read-only disk under a checkpoint or the final model is reported like any other write.
+    """
+    try:
+        yield
+    except OSError:
+        raise
+    except Exception as err:
+        match = re.search(r"\(os error (\d+)\)", str(err))
+        if match is None:
+            raise
+        code = int(match.group(1))
+        raise OSError(code, os.strerror(code), str(path)) from err
+
+
 def save_state(obj: Any, stem: Path) -> None:
     """``stem.safetensors`` + ``stem.json`` for a nested state (dict keys may be ints: kept as ints)."""
     from safetensors.torch import save_file
 
     tensors: dict[str, Any] = {}
     tree = flatten_state(obj, tensors)
-    save_file(tensors, str(_path(stem, ".safetensors")))
+    with disk_errors(_path(stem, ".safetensors")):
+        save_file(tensors, str(_path(stem, ".safetensors")))
     _path(stem, ".json").write_text(json.dumps(tree))
 
 
@@ -154,7 +173,8 @@ def save(
         from safetensors.torch import save_file
 
         tensors, aliases = dedupe_tied(model_state)
-        save_file(tensors, str(tmp / "model.safetensors"))
+        with disk_errors(tmp / "model.safetensors"):
+            save_file(tensors, str(tmp / "model.safetensors"))
         (tmp / "model.aliases.json").write_text(json.dumps(aliases, sort_keys=True))
         written += ["model.safetensors", "model.aliases.json"]
     save_state(optimizer_state, tmp / f"optimizer.rank{rank}")
@@ -376,7 +396,8 @@ def save_final(path: Path, model, engine, tokenizer, dist) -> None:
         state = engine._zero3_consolidated_16bit_state_dict()  # collective: every rank calls it
     if dist.is_main:
         model.config.use_cache = True
-        model.save_pretrained(str(path), state_dict=state)
+        with disk_errors(path):
+            model.save_pretrained(str(path), state_dict=state)
         tokenizer.save_pretrained(str(path))
         shutil.rmtree(path.parent / "checkpoints", ignore_errors=True)
     distributed.barrier()

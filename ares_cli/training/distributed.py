@@ -228,7 +228,7 @@ def open_stage_on_main(store, dist_state, stage: str, **kwargs) -> tuple[Any, di
     """Rank 0 opens (or finds up to date) the stage's artifact; every rank gets its directories.
 
     Returns (StageRun on rank 0 else None, {"up_to_date", "work_dir", "final", "resumed"}); a failure on
-    rank 0 is raised there and reported as a StageFailure on the other ranks.
+    rank 0 is raised there and reported on the other ranks with the same exit code.
     """
     from ares_cli.errors import AresError, StageFailure
 
@@ -239,11 +239,13 @@ def open_stage_on_main(store, dist_state, stage: str, **kwargs) -> tuple[Any, di
             info = {"up_to_date": run.up_to_date, "work_dir": str(run.work_dir), "final": str(run.final_dir),
                     "resumed": run.resumed}  # fmt: skip
         except AresError as err:
-            broadcast_json({"error": str(err)})
+            broadcast_json({"error": str(err), "exit_code": err.exit_code})
             raise
     info = broadcast_json(info)
     if "error" in info:
-        raise StageFailure(f"rank 0 could not open the artifact: {info['error']}")
+        failure = StageFailure(f"rank 0 could not open the artifact: {info['error']}")
+        failure.exit_code = info.get("exit_code", failure.exit_code)  # e.g. 75 when the stage is locked
+        raise failure
     return run, info
 
 
