@@ -24,8 +24,20 @@ from ares_cli.main import app
 
 pytest.importorskip("torch")
 
-PASSRATE = ["passrate", "--data", "toy-train", "--limit", "4", "-k", "2", "--set", "chunk_problems=1"]
-EVAL = ["eval", "--bench", "toy-val", "--limit", "2", "-k", "1"]
+PASSRATE = [
+    "passrate",
+    "--data",
+    "toy-train",
+    "--limit",
+    "4",
+    "-k",
+    "2",
+    "--set",
+    "chunk_problems=1",
+    "--max-new-tokens",
+    "96",
+]
+EVAL = ["eval", "--bench", "toy-val", "--limit", "2", "-k", "1", "--max-new-tokens", "96"]
 
 
 def ares(root: Path, *args: str):
