@@ -63,6 +63,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
             tmp / "rates.jsonl", [rate, {"problem_id": "p2", "source": "toy", "n_correct": 1}]
         ),
         "rates_nan": tmp / "rates_nan.jsonl",
+        "bad_sft": _jsonl(tmp / "bad_sft.jsonl", [{"prompt": 5, "response": "x"}]),
         "rates_text": _jsonl(tmp / "rates_text.jsonl", [{"problem_id": "p1", "k": 4, "pass_rate": "high"}]),
         "unequal": _jsonl(
             tmp / "samples.jsonl",
@@ -106,6 +107,10 @@ CASES = [
     ("rl-prompts-per-step-zero",
      ["rl", "--data", "{data}", "--model", "m", "--set", "rollout.prompts_per_step=0"], 2,
      ["'rollout.prompts_per_step'", ">= 1"]),
+    ("sft-invalid-data", ["sft", "--data", "{bad_sft}", "--model", str(TOY), "--max-steps", "1"], 3,
+     ["bad_sft.jsonl, row 1, field 'prompt'"]),
+    ("rl-grader-stdlib", ["rl", "--data", "{data}", "--model", "m", "--set", "grading.grader=os:system"], 2,
+     ["'os' is a standard-library module"]),
     ("rl-lr-inf", ["rl", "--data", "{data}", "--model", "m", "--set", "optim.lr=.inf"], 2,
      ["'optim.lr'", "not a finite number"]),
     ("yaml-not-utf8", ["passrate", "--data", "{data}", "--model", "m", "--config", "{latin1}"], 2,

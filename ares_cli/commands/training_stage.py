@@ -74,6 +74,12 @@ def run_training_stage(
             tail = f" | val accuracy {acc:.4f}" if acc is not None else ""
             opts.log(f"{stage}: done {result['artifact_id']}{tail}")
             emit(opts, {**result, "path": str(final), "stats": outcome.stats})
+    except BaseException:
+        from ares_cli.stages.partial import discard_if_empty
+
+        if run is not None:
+            discard_if_empty(run)  # refused before writing anything (e.g. invalid data): no empty .partial
+        raise
     finally:
         if run is not None:
             run.release()  # a failed or killed run leaves its partial dir (the resume point) unlocked

@@ -152,16 +152,13 @@ def fit_context(
 def checked_problems(run, problems: list[dict[str, Any]], cfg: SamplingConfig, model_path: str | None):
     """:func:`fit_context` right after a stage opens: a failed check of a fresh run removes its (still empty)
     partial directory, so a refused input leaves nothing behind."""
-    import shutil
-
     from ares_cli.errors import AresError
+    from ares_cli.stages.partial import discard_if_empty
 
     try:
         return fit_context(problems, cfg, model_path)
     except AresError:
-        if not run.resumed:
-            run.release()
-            shutil.rmtree(run.work_dir, ignore_errors=True)
+        discard_if_empty(run)
         raise
 
 

@@ -175,6 +175,12 @@ class GradingConfig:
     workers: int = option(2, "Grading worker processes per rank.", ge=1, le=256)
     timeout_s: float = option(10.0, "Hard per-response grading timeout (the worker is killed).", gt=0.0)
 
+    def check(self) -> None:
+        """The grader must resolve before any rollout (a standard-library callable is refused)."""
+        from ares_cli.grading.registry import resolve_grader
+
+        resolve_grader(self.grader)
+
 
 @dataclass
 class RLConfig:
