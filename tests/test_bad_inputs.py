@@ -116,6 +116,7 @@ CASES = [
     ("yaml-not-utf8", ["passrate", "--data", "{data}", "--model", "m", "--config", "{latin1}"], 2,
      ["latin1.yaml", "not UTF-8"]),
     ("artifact-glob", ["artifacts", "show", "passrate-**"], 3, ["no complete artifact 'passrate-**'"]),
+    ("data-check-limit-zero", ["data", "check", "{data}", "--limit", "0"], 2, ["--limit must be >= 1"]),
     ("data-difficulty-dict", ["data", "check", "{difficulty_dict}"], 3,
      ["dd.jsonl, row 1, field 'meta.difficulty'", "must be a string or number, got dict"]),
     ("data-problem-too-big", ["data", "check", "{huge}"], 3,

@@ -39,6 +39,8 @@ def fake_hub(monkeypatch):
         return splits[split] if split else datasets.DatasetDict(splits)
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    # the in-memory hub is the local cache too (an id it lacks fails before load_dataset is called)
+    monkeypatch.setattr("ares_cli.hub.is_cached", lambda repo_id, kind: any(p == repo_id for p, _, _ in hub))
     return hub, calls
 
 
@@ -140,14 +142,17 @@ def test_amc23_float_answers_and_math500_meta(fake_hub):
 
 
 def test_hub_errors(fake_hub):
-    hub, _ = fake_hub
+    hub, calls = fake_hub
     hub[("org/two", None, "train")] = [{"id": "a", "problem": "p", "answer": "1"}]
     hub[("org/two", None, "test")] = [{"id": "b", "problem": "p", "answer": "2"}]
     with pytest.raises(InputError, match=r"several splits \(train, test\)"):
         load_problems("org/two")
     assert [r["id"] for r in load_problems("org/two@test")] == ["b"]
-    with pytest.raises(InputError, match="could not load dataset.*not cached"):
+    with pytest.raises(
+        InputError, match="'org/absent' is not in the local Hugging Face cache and offline mode"
+    ):
         load_problems("hf:org/absent")
+    assert calls == [c for c in calls if c["path"] != "org/absent"]  # refused before any hub call
 
 
 def test_parse_hf_spec():

@@ -59,8 +59,8 @@ def load_problems(
     ``field_map`` (``"problem=question,answer=solution"`` or a mapping) overrides the manifest's map, or
     replaces the identity map of files and hub data.
     """
-    if limit is not None and limit < 0:
-        raise UsageError(f"--limit must be >= 0, got {limit}")
+    if limit is not None and limit < 1:  # 0 would "succeed" with no problems at all
+        raise UsageError(f"--limit must be >= 1, got {limit}")
     source = str(source)
     kind, target = _classify(source)
     if kind == "manifest":
