@@ -292,6 +292,7 @@ def test_vllm_images_go_as_multi_modal_data(fake_vllm, tmp_path):
     assert [im.size for im in images] == [(28, 28), (56, 42)] and images[1].getpixel((0, 0)) == (100, 0, 0)
     assert prompts[2] == {"prompt_token_ids": [2, 1]}
     assert [p.kw["seed"] for p in params] == [4, 5, 6] and [len(r) for r in out] == [2, 1]
+    assert all("<|image_pad|>" in p.kw["bad_words"] for p in params)  # vision tokens are never sampled
     text_only = get_backend("vllm", "m")
     assert "limit_mm_per_prompt" not in FakeLLM.instances[-1].kw
     with pytest.raises(InputError, match="at most 0"):

@@ -113,6 +113,10 @@ def command(
         inputs.append(dataset_ref(val.records, val.provenance, role="val_data"))
     if deepspeed_ref is not None:
         inputs.append(deepspeed_ref)
+    from ares_cli.models import check_image_support
+
+    for loaded in (train, val) if val is not None else (train,):
+        check_image_support(loaded.records, loaded.locations, model_path)
 
     with opts.progress("rl", unit="steps") as progress:
         run_training_stage(

@@ -7,7 +7,8 @@ The K single-sample requests of a prompt still share its KV blocks through prefi
 
 Images: a request with images is sent as its rendered text with ``multi_modal_data={"image": [...]}``
 (decoded PIL images, in placeholder order), so vLLM's own processor expands the placeholders; the engine
-is built with ``limit_mm_per_prompt={"image": max_images}`` and the processor's pixel bounds.
+is built with ``limit_mm_per_prompt={"image": max_images}`` and the processor's pixel bounds, and the
+vision special tokens are banned from sampled text (``bad_words``), as in the hf backend.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from ares_cli.errors import StageFailure, UsageError
 from ares_cli.generation.types import FINISH_REASONS, Completion, GenerationRequest, SamplingParams
+from ares_cli.models.pixels import VISION_TOKENS
 
 
 def _import_vllm():
@@ -84,6 +86,7 @@ class VLLMBackend:
             max_tokens=sampling.max_new_tokens,  # vLLM's default is 16: always pass it
             stop=list(sampling.stop),
             logprobs=0 if self.logprobs else None,
+            **({"bad_words": list(VISION_TOKENS)} if self.max_images else {}),
         )
 
     def generate(self, requests: list[GenerationRequest], sampling: SamplingParams) -> list[list[Completion]]:

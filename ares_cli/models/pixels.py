@@ -1,4 +1,6 @@
-"""Qwen2.5-VL's image resize bounds (its processor defaults), the defaults of every stage's pixel fields."""
+"""Qwen2.5-VL constants: its processor's image resize bounds (the defaults of every stage's pixel fields)
+and its vision special tokens."""
 
 MIN_PIXELS = 4 * 28 * 28
 MAX_PIXELS = 16384 * 28 * 28
+VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")

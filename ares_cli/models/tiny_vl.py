@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
+from ares_cli.models.pixels import VISION_TOKENS
+
 IMAGE_BLOCK = "<|vision_start|><|image_pad|><|vision_end|>"
 
 VL_CHAT_TEMPLATE = (

@@ -7,6 +7,11 @@ prompt positions). Position ids come from the attention mask, as in generation.
 
 Per-sequence tensors live in ``seq`` ([N]), per-token ones in ``tok`` ([N, R]); :meth:`RolloutBatch.rows`
 selects rows and trims the padding columns no selected row needs, slicing every tensor alike.
+
+Image prompts: ``vision`` holds each row's :class:`~ares_cli.models.vision.VisionInputs` (None for a text
+row; the rows of a group share one), so every forward over the batch (old policy, reference, policy)
+sees the same pixels, and positions are the model's 3-D rotary ones
+(:func:`ares_cli.models.vision.forward_inputs`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class RolloutBatch:
     seq: dict[str, Tensor] = field(default_factory=dict)
     tok: dict[str, Tensor] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    vision: list | None = None  # [N] VisionInputs or None per row; None when no row has images
 
     def __len__(self) -> int:
         return self.response_ids.shape[0]
@@ -42,10 +48,14 @@ class RolloutBatch:
         p_keep = int(pm.sum(-1).max()) if len(pm) else 0
         r_keep = max(int(rm.sum(-1).max()) if len(rm) else 0, 1)
         p0 = self.prompt_ids.shape[1] - p_keep
+        vision = None
+        if self.vision is not None:
+            picked = torch.arange(len(self))[index].reshape(-1).tolist()
+            vision = [self.vision[i] for i in picked]
         return RolloutBatch(
             self.prompt_ids[index][:, p0:], pm[:, p0:], self.response_ids[index][:, :r_keep], rm[:, :r_keep],
             self.group[index], {k: v[index] for k, v in self.seq.items()},
-            {k: v[index][:, :r_keep] for k, v in self.tok.items()}, self.meta,
+            {k: v[index][:, :r_keep] for k, v in self.tok.items()}, self.meta, vision,
         )  # fmt: skip
 
     def to(self, device) -> RolloutBatch:
@@ -53,14 +63,16 @@ class RolloutBatch:
             self.prompt_ids.to(device), self.prompt_mask.to(device), self.response_ids.to(device),
             self.response_mask.to(device), self.group.to(device), {k: v.to(device) for k, v in self.seq.items()},
             {k: v.to(device) for k, v in self.tok.items()}, self.meta,
+            [v.to(device) if v is not None else None for v in self.vision] if self.vision is not None else None,
         )  # fmt: skip
 
 
-def collate(groups, pad_id: int) -> RolloutBatch:
+def collate(groups, pad_id: int, processor=None) -> RolloutBatch:
     """Pad a list of :class:`~.rollout.Group` into one batch (its responses' rows per group, in order).
 
     A branch row whose ``context_len`` is k (entropy-triggered branching) carries its first k response
-    tokens in the prompt part: context for the forward pass, no loss on them."""
+    tokens in the prompt part: context for the forward pass, no loss on them. Groups with images get their
+    pixel values through ``processor``."""
     prompts, responses, group_idx = [], [], []
     for g_i, g in enumerate(groups):
         context = g.context_len or [0] * len(g.response_ids)
@@ -81,8 +93,14 @@ def collate(groups, pad_id: int) -> RolloutBatch:
         if ids:
             response_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
             response_mask[row, : len(ids)] = 1.0
+    vision = None
+    if any(getattr(g, "images", None) for g in groups):
+        from ares_cli.models.vision import encode_images
+
+        per_group = [encode_images(processor, g.images) if g.images else None for g in groups]
+        vision = [per_group[g_i] for g_i in group_idx]
     return RolloutBatch(prompt_ids, prompt_mask, response_ids, response_mask,
-                        torch.tensor(group_idx, dtype=torch.long))  # fmt: skip
+                        torch.tensor(group_idx, dtype=torch.long), vision=vision)  # fmt: skip
 
 
 def forward_stats(
@@ -98,13 +116,13 @@ def forward_stats(
 ):
     """One forward of ``model`` over ``mb`` and ONE chunked token-statistics pass over its response logits."""
     from ares_cli.algorithms.token_stats import select_response, token_stats
+    from ares_cli.models.vision import forward_inputs
 
     input_ids = torch.cat([mb.prompt_ids, mb.response_ids], dim=1)
     attention = torch.cat([mb.prompt_mask, mb.response_mask.long()], dim=1)
-    position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
     r = mb.response_ids.shape[1]
-    out = model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids,
-                logits_to_keep=r + 1, use_cache=False)  # fmt: skip
+    out = model(input_ids=input_ids, attention_mask=attention, logits_to_keep=r + 1, use_cache=False,
+                **forward_inputs(model, input_ids, attention, mb.vision))  # fmt: skip
     logits, targets = select_response(out.logits, input_ids, r)
     return token_stats(logits, targets, temperature=temperature if temperature > 0 else 1.0, top_p=top_p,
                        top_k=top_k, chunk_size=chunk_size, stats=stats, entropy_grad=entropy_grad)  # fmt: skip

@@ -17,6 +17,7 @@ from ares_cli.algorithms.paec import PAECConfig
 from ares_cli.algorithms.policy_losses import PolicyLossConfig
 from ares_cli.config import load_yaml, option, parse_sets, resolve, to_dict
 from ares_cli.errors import UsageError
+from ares_cli.models.pixels import MAX_PIXELS, MIN_PIXELS
 from ares_cli.training.rl.branching import BranchingConfig
 
 
@@ -48,6 +49,8 @@ class RolloutConfig:
     branching: BranchingConfig = option(
         BranchingConfig(), "Entropy-triggered branching of rollouts (ARES sec. 3.2.1); off by default."
     )
+    min_pixels: int = option(MIN_PIXELS, "Images with fewer pixels are upscaled (Qwen2.5-VL: 4*28*28).")
+    max_pixels: int = option(MAX_PIXELS, "Images with more pixels are downscaled (Qwen2.5-VL: 16384*28*28).")
 
 
 @dataclass

@@ -51,6 +51,7 @@ class Group:
     origin: list[int] = field(default_factory=list)  # -1 for the G rollouts, else the response branched from
     prefix_len: list[int] = field(default_factory=list)  # leading tokens shared with the origin
     context_len: list[int] = field(default_factory=list)  # leading response tokens collated as context
+    images: list[str] = field(default_factory=list)  # the prompt's image paths (prompt_ids hold their pads)
 
     @property
     def correct(self) -> list[bool]:
@@ -60,32 +61,45 @@ class Group:
         return self.__dict__.copy()
 
 
-def encode_prompts(tokenizer, problems: list[dict[str, Any]], rollout_cfg) -> list[list[int]]:
-    from ares_cli.generation import render_prompt
+def prompt_request(
+    tokenizer, problem: dict[str, Any], rollout_cfg, seeds=(), *, key: str = "", processor=None
+):
+    """The :class:`~ares_cli.generation.GenerationRequest` of one problem: its prompt rendered with one
+    image placeholder per image (through the processor's chat template when there is one) and its images."""
+    from ares_cli.generation import GenerationRequest, render_prompt
 
-    texts = [render_prompt(tokenizer, p["problem"], system_prompt=rollout_cfg.system_prompt,
-                           template=rollout_cfg.prompt_template) for p in problems]  # fmt: skip
-    return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    images = tuple(problem.get("images") or ())
+    prompt = render_prompt(processor or tokenizer, problem["problem"], system_prompt=rollout_cfg.system_prompt,
+                           template=rollout_cfg.prompt_template, n_images=len(images))  # fmt: skip
+    return GenerationRequest(prompt=prompt, seeds=tuple(seeds), key=key, images=images)
+
+
+def prompt_ids(tokenizer, request, processor=None) -> list[int]:
+    """Token ids of a request's prompt, image placeholders expanded to each image's token count."""
+    from ares_cli.models.vision import encode_prompt
+
+    return encode_prompt(tokenizer, processor, request.prompt, request.images)[0]
+
+
+def encode_prompts(tokenizer, problems: list[dict[str, Any]], rollout_cfg, processor=None) -> list[list[int]]:
+    return [prompt_ids(tokenizer, prompt_request(tokenizer, p, rollout_cfg, processor=processor), processor)
+            for p in problems]  # fmt: skip
 
 
 def generate_groups(
-    backend, tokenizer, draws, *, cfg, seed: int, pool, entropy_fn=None, world: int = 1
+    backend, tokenizer, draws, *, cfg, seed: int, pool, entropy_fn=None, world: int = 1, processor=None
 ) -> list[Group]:
     """Generate ``cfg.rollout.group_size`` responses per drawn prompt and grade them; with
     ``rollout.branching.enabled``, then add entropy-triggered branches (``entropy_fn(groups)`` -> the
     responses' token entropies and mask; :func:`~.branching.branch_groups`; the step's token budget is
-    split over ``world`` ranks)."""
-    from ares_cli.generation import GenerationRequest, SamplingParams, render_prompt, seed_for
+    split over ``world`` ranks). Image prompts need the model's ``processor``."""
+    from ares_cli.generation import SamplingParams, seed_for
 
     r = cfg.rollout
     sampling = SamplingParams(temperature=r.temperature, top_p=r.top_p, max_new_tokens=r.max_new_tokens)
     requests = [
-        GenerationRequest(
-            prompt=render_prompt(tokenizer, p["problem"], system_prompt=r.system_prompt,
-                                 template=r.prompt_template),
-            seeds=tuple(seed_for(seed, f"{p['id']}@{index}", i) for i in range(r.group_size)),
-            key=p["id"],
-        )
+        prompt_request(tokenizer, p, r, [seed_for(seed, f"{p['id']}@{index}", i) for i in range(r.group_size)],
+                       key=p["id"], processor=processor)
         for index, p in draws
     ]  # fmt: skip
     completions = backend.generate(requests, sampling) if requests else []
@@ -95,9 +109,9 @@ def generate_groups(
     for (index, p), req, comps in zip(draws, requests, completions, strict=True):
         n = len(comps)
         groups.append(Group(
-            index=index, problem_id=p["id"], prompt_ids=tokenizer(req.prompt, add_special_tokens=False)["input_ids"],
+            index=index, problem_id=p["id"], prompt_ids=prompt_ids(tokenizer, req, processor),
             response_ids=[list(c.token_ids) for c in comps], finish=[c.finish_reason for c in comps],
-            grades=[x.grade for x in grades[g:g + n]],
+            grades=[x.grade for x in grades[g:g + n]], images=list(req.images),
         ))  # fmt: skip
         g += n
     if cfg.rollout.branching.enabled and groups:
@@ -120,20 +134,20 @@ def all_gather_groups(groups: list[Group]) -> list[Group]:
     return sorted((Group(**item) for items in per_rank for item in items), key=lambda g: g.index)
 
 
-def validate_accuracy(backend, tokenizer, problems, *, cfg, pool, rank: int, world: int) -> dict[str, float]:
+def validate_accuracy(
+    backend, tokenizer, problems, *, cfg, pool, rank: int, world: int, processor=None
+) -> dict[str, float]:
     """Accuracy, pass@k (``cfg.val.k`` samples per problem) and mean length on this rank's share of
     ``problems``, as sums and counts to all-reduce."""
-    from ares_cli.generation import GenerationRequest, SamplingParams, render_prompt, seed_for
+    from ares_cli.generation import SamplingParams, seed_for
 
     v, r = cfg.val, cfg.rollout
     mine = problems[rank::world]
     sampling = SamplingParams(
         temperature=v.temperature, top_p=v.top_p, max_new_tokens=v.max_new_tokens or r.max_new_tokens
     )
-    requests = [GenerationRequest(prompt=render_prompt(tokenizer, p["problem"], system_prompt=r.system_prompt,
-                                                       template=r.prompt_template),
-                                  seeds=tuple(seed_for(cfg.seed, f"val:{p['id']}", i) for i in range(v.k)),
-                                  key=p["id"]) for p in mine]  # fmt: skip
+    requests = [prompt_request(tokenizer, p, r, [seed_for(cfg.seed, f"val:{p['id']}", i) for i in range(v.k)],
+                               key=p["id"], processor=processor) for p in mine]  # fmt: skip
     completions = backend.generate(requests, sampling) if requests else []
     flat = [(p, c) for p, comps in zip(mine, completions, strict=True) for c in comps]
     grades = pool.grade([(p["answer"], c.text) for p, c in flat]) if flat else []

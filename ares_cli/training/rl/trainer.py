@@ -73,7 +73,7 @@ def train_rl(
 
     from ares_cli.algorithms.advantages import compute_advantages
     from ares_cli.grading import GradingPool
-    from ares_cli.models import load_model, load_tokenizer
+    from ares_cli.models import load_model, load_processor, load_tokenizer
     from ares_cli.tracking import MetricLog
     from ares_cli.training import distributed
     from ares_cli.training.checkpoint import load_optimizer, save_final
@@ -101,8 +101,13 @@ def train_rl(
 
     # -- models, data, algorithm
     tokenizer = load_tokenizer(model_path)
+    processor = load_processor(model_path, min_pixels=r.min_pixels, max_pixels=r.max_pixels)
+    if r.branching.enabled and any(p.get("images") for p in problems):
+        from ares_cli.errors import UsageError
+
+        raise UsageError("rollout.branching does not support image prompts; turn it off for this data")
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    problems = _fitting_prompts(problems, tokenizer, cfg, log)
+    problems = _fitting_prompts(problems, tokenizer, cfg, log, processor)
     algo = build_algorithm(cfg, reduce, distributed.all_gather_1d)
     model = load_model(model_path)
     if cfg.optim.gradient_checkpointing:
@@ -132,14 +137,14 @@ def train_rl(
     engine = _deepspeed_engine(cfg, model, optimizer, dist)
     if resumed is not None:
         load_optimizer(engine, optimizer, opt_state)
-    backend = _backend(cfg, model, tokenizer, model_path)
+    backend = _backend(cfg, model, tokenizer, model_path, processor, problems + (val_problems or []))
     gather = _gathered(model, engine)
     if resumed is not None:
         _sync(backend, model, gather)
     sampler = PromptSampler(problems, cfg.seed)
 
     def entropies(groups):  # token entropies of fresh rollouts, for entropy-triggered branching
-        rows = collate(groups, pad_id).to(dist.device)
+        rows = collate(groups, pad_id, processor).to(dist.device)
         rollout_pass(engine or model, rows, stats=("entropy",), prefix="", micro=cfg.optim.micro_batch_size,
                      temperature=r.temperature, chunk_size=cfg.loss.chunk_size)  # fmt: skip
         return rows.tok["entropy"], rows.response_mask
@@ -162,7 +167,7 @@ def train_rl(
                 from ares_cli.training.rl.rollout import validate_accuracy
 
                 local = validate_accuracy(backend, tokenizer, val_problems, cfg=cfg, pool=pool,
-                                          rank=dist.rank, world=dist.world_size)  # fmt: skip
+                                          rank=dist.rank, world=dist.world_size, processor=processor)  # fmt: skip
             keys = ("correct", "tokens", "truncated", "count", "solved", "problems")
             s = reduce(torch.tensor([local[k] for k in keys], dtype=torch.float64)).tolist()
             val_acc[step] = s[0] / max(s[3], 1)
@@ -193,7 +198,7 @@ def train_rl(
                 with timer("generate"), gather:
                     mine = generate_groups(backend, tokenizer, draws[dist.rank::dist.world_size], cfg=cfg,
                                            seed=cfg.seed, pool=_Timed(pool, timer), entropy_fn=entropies,
-                                           world=dist.world_size)  # fmt: skip
+                                           world=dist.world_size, processor=processor)  # fmt: skip
                 return all_gather_groups(mine)
 
             groups, cursor, filter_stats = collect_groups(
@@ -204,7 +209,7 @@ def train_rl(
             local = groups[dist.rank :: dist.world_size]
 
             # 2. batch + no-grad passes (old policy; reference)
-            batch = collate(local, pad_id).to(dist.device)
+            batch = collate(local, pad_id, processor).to(dist.device)
             batch.seq["base_reward"] = torch.tensor([x for g in local for x in g.rewards], device=dist.device)
             batch.seq["correct"] = torch.tensor([c for g in local for c in g.correct], dtype=torch.float32,
                                                 device=dist.device)  # fmt: skip
@@ -291,11 +296,11 @@ def train_rl(
 
 
 # ---- helpers -----------------------------------------------------------------------------------------
-def _fitting_prompts(problems, tokenizer, cfg, log):
+def _fitting_prompts(problems, tokenizer, cfg, log, processor=None):
     from ares_cli.errors import InputError
     from ares_cli.training.rl.rollout import encode_prompts
 
-    lengths = [len(ids) for ids in encode_prompts(tokenizer, problems, cfg.rollout)]
+    lengths = [len(ids) for ids in encode_prompts(tokenizer, problems, cfg.rollout, processor)]
     keep = [p for p, n in zip(problems, lengths, strict=True) if n <= cfg.rollout.max_prompt_tokens]
     if len(keep) < len(problems):
         log(
@@ -405,22 +410,29 @@ def _gathered(model, engine):
     return _Gather()
 
 
-def _backend(cfg, model, tokenizer, model_path):
+def _backend(cfg, model, tokenizer, model_path, processor=None, problems=()):
     """hf: the live policy itself (no copy); vllm: its own engine, weights synced after every step."""
     from ares_cli.generation import resolve_backend_name
 
     if resolve_backend_name(cfg.rollout.backend) == "vllm":
         from ares_cli.generation.vllm_backend import VLLMBackend
+        from ares_cli.stages.sampling import most_images
 
+        images = most_images(list(problems))
+        pixels = (
+            {"min_pixels": cfg.rollout.min_pixels, "max_pixels": cfg.rollout.max_pixels} if images else {}
+        )
         return VLLMBackend(
             model_path,
             seed=cfg.seed,
             gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization,
             max_model_len=cfg.rollout.max_prompt_tokens + cfg.rollout.max_new_tokens,
+            max_images=images or None,
+            **pixels,
         )
     from ares_cli.generation.hf import HFBackend
 
-    return HFBackend.from_model(model, tokenizer, batch_size=cfg.rollout.batch_size)
+    return HFBackend.from_model(model, tokenizer, batch_size=cfg.rollout.batch_size, processor=processor)
 
 
 def _sync(backend, model, gather) -> None:
