@@ -12,9 +12,7 @@ import fcntl
 import glob
 import json
 import os
-import platform
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -23,14 +21,13 @@ from typing import Any
 
 from ares_cli import __version__
 from ares_cli.errors import InputError, IntegrityError, StageLocked, storage_error
-from ares_cli.hashing import canonical_json, sha256_file, sha256_text, strict_json
+from ares_cli.hashing import canonical_json, sha256_text, strict_json
 from ares_cli.integrity import RECORD_FILE, VerificationRecord, check_manifest, output_problems, stat_key
+from ares_cli.provenance import LOCK_FILE, MANIFEST, describe_outputs, environment, git_state
 from ares_cli.rowlog import RowLog
 
 SCHEMA_VERSION = 1
-MANIFEST = "manifest.json"
 PARTIAL_SUFFIX = ".partial"
-LOCK_FILE = ".lock"
 
 
 @dataclass(frozen=True)
@@ -55,55 +52,6 @@ def stage_key(stage: str, code_version: str, config: dict[str, Any], inputs: lis
         "inputs": sorted((ref.key_part() for ref in inputs), key=canonical_json),
     }
     return sha256_text(canonical_json(payload))[:12]
-
-
-def _git_state() -> dict[str, Any]:
-    repo = Path(__file__).resolve().parents[1]
-    try:
-        sha = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
-        )
-        status = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return {"sha": None, "dirty": None}
-    if sha.returncode != 0:
-        return {"sha": None, "dirty": None}
-    return {"sha": sha.stdout.strip(), "dirty": bool(status.stdout.strip())}
-
-
-def _environment() -> dict[str, Any]:
-    env: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform()}
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        env["torch"] = torch.__version__
-        env["device"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    return env
-
-
-def describe_outputs(directory: Path, stats: dict[str, list[int]] | None = None) -> list[dict[str, Any]]:
-    """Path, sha256, bytes (and rows for JSONL) of every file under ``directory`` except the manifest.
-
-    ``stats`` (when given) receives each file's :func:`stat_key` as it was when hashed.
-    """
-    outputs = []
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        rel = path.relative_to(directory).as_posix()
-        if rel in (MANIFEST, LOCK_FILE):
-            continue
-        stat = path.stat()
-        entry: dict[str, Any] = {"path": rel, "sha256": sha256_file(path), "bytes": stat.st_size}
-        if stats is not None:
-            stats[rel] = stat_key(stat)
-        if path.suffix == ".jsonl":
-            with open(path, "rb") as handle:
-                entry["rows"] = sum(1 for line in handle if line.strip())
-        outputs.append(entry)
-    return outputs
 
 
 @dataclass
@@ -151,7 +99,7 @@ class StageRun:
             "duration_s": round(time.time() - self.started, 3),
             "ares_version": __version__,
             "code_version": self.code_version,
-            "git": _git_state(),
+            "git": git_state(),
             "argv": self.argv,
             "config": self.config,
             "config_hash": sha256_text(canonical_json(self.config)),
@@ -159,7 +107,7 @@ class StageRun:
             "inputs": [asdict(ref) for ref in self.inputs],
             "outputs": describe_outputs(self.work_dir, hashed_stats),
             "stats": stats or {},
-            "environment": _environment(),
+            "environment": environment(),
         }
         self._check_lock()
         tmp = self.work_dir / (MANIFEST + ".tmp")
@@ -244,10 +192,15 @@ class ArtifactStore:
                 f"{work_dir} is locked by another running '{stage}'{f' (pid {holder})' if holder else ''}; "
                 f"nothing was done: rerun when it has finished"
             ) from None
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"{os.getpid()}\n")
-        lock.flush()
+        try:  # the holder's pid, for the message another run gets
+            lock.seek(0)
+            lock.truncate()
+            lock.write(f"{os.getpid()}\n")
+            lock.flush()
+        except OSError as err:
+            lock.close()
+            err.filename = err.filename or str(work_dir / LOCK_FILE)
+            raise (storage_error(err) or err) from None
         run._lock = lock
         if force:
             for child in work_dir.iterdir():
