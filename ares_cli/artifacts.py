@@ -22,7 +22,14 @@ from typing import Any
 from ares_cli import __version__
 from ares_cli.errors import InputError, IntegrityError, StageLocked, storage_error
 from ares_cli.hashing import canonical_json, sha256_text, strict_json
-from ares_cli.integrity import RECORD_FILE, VerificationRecord, check_manifest, output_problems, stat_key
+from ares_cli.integrity import (
+    RECORD_FILE,
+    VerificationRecord,
+    check_manifest,
+    output_problems,
+    placement_problem,
+    stat_key,
+)
 from ares_cli.provenance import LOCK_FILE, MANIFEST, describe_outputs, environment, git_state
 from ares_cli.rowlog import RowLog
 
@@ -347,6 +354,9 @@ class ArtifactStore:
         """
         directory = self.resolve(ref)
         manifest = self.manifest(directory)
+        misplaced = placement_problem(directory, manifest, self.root)
+        if misplaced:  # a manifest copied from another artifact would lend this directory its identity
+            raise IntegrityError(f"{directory / MANIFEST}: {misplaced}")
         problems = output_problems(
             directory, manifest, self.record, rehash=rehash, ignore=(MANIFEST, LOCK_FILE)
         )

@@ -23,6 +23,7 @@ from ares_cli.hashing import sha256_file
 
 RECORD_FILE = ".verified.json"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_ARTIFACT_ID = re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{12}")
 
 
 def stat_key(stat: os.stat_result) -> list[int]:
@@ -122,6 +123,20 @@ def check_manifest(manifest: Any, path: Path) -> dict[str, Any]:
         if rel.is_absolute() or ".." in rel.parts:
             raise bad(f"outputs[{i}] path {out['path']!r} leaves the artifact directory")
     return manifest
+
+
+def placement_problem(directory: Path, manifest: dict[str, Any], store_root: Path) -> str | None:
+    """Why ``manifest`` does not belong in ``directory`` (a manifest copied over from another artifact), or None.
+
+    A directory named like an artifact id must carry that id; one directly in the store must sit under its
+    stage. A copy under another name (``/tmp/my-model``) is not held to either.
+    """
+    named, stage = manifest["artifact_id"], manifest["stage"]
+    if _ARTIFACT_ID.fullmatch(directory.name) and named != directory.name:
+        return f"names artifact {named}, but lies in {directory.name}"
+    if directory.absolute().parent.parent == store_root.absolute() and stage != directory.parent.name:
+        return f"names stage {stage}, but lies under {directory.parent.name}/"
+    return None
 
 
 def output_problems(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -12,8 +13,8 @@ from ares_cli.artifacts import ArtifactStore
 from ares_cli.errors import IntegrityError
 
 
-def _artifact(store, name="a", files=None):
-    run = store.open_stage(name, code_version="1", config={}, inputs=[], argv=["test"])
+def _artifact(store, name="a", files=None, config=None):
+    run = store.open_stage(name, code_version="1", config=config or {}, inputs=[], argv=["test"])
     for rel, data in (
         files or {"weights.bin": bytes(range(256)), "rows.jsonl": b'{"i": 1}\n{"i": 2}\n'}
     ).items():
@@ -139,3 +140,16 @@ def test_artifacts_verify_reports_each_failure_and_exits_4_at_the_end(tmp_path):
     status = {r["artifact_id"]: r["status"] for r in json.loads(proc.stdout)["verified"]}
     assert status == {good.name: "ok", bad.name: "failed", tampered.name: "failed"}
     assert "2 of 3 artifact(s) failed" in proc.stderr and "weights.bin" in proc.stderr
+
+
+def test_a_manifest_copied_from_another_artifact_is_refused(tmp_path):
+    store = ArtifactStore(tmp_path)
+    good = _artifact(store, "a", {"w.bin": b"good"}, {"v": 1})
+    other = _artifact(store, "a", {"w.bin": b"evil"}, {"v": 2})
+    shutil.copy(other / "manifest.json", good / "manifest.json")
+    shutil.copy(other / "w.bin", good / "w.bin")  # files and manifest agree, but under the wrong id
+    with pytest.raises(IntegrityError, match=f"names artifact {other.name}, but lies in {good.name}"):
+        ArtifactStore(tmp_path).input_ref("x", good.name)
+    renamed = tmp_path.parent / f"{tmp_path.name}-copy" / "my-model"
+    shutil.copytree(other, renamed)  # a copy under a name of the user's choosing still verifies
+    assert ArtifactStore(tmp_path).input_ref("x", renamed).artifact_id == other.name
