@@ -8,6 +8,10 @@ last w positions, under ``end_rule="shrink"`` (the window shrinks to the tokens 
 ``"full"`` (only complete windows may start one). Not a speed benchmark: a measurement docs/methods.md cites.
 
     .venv/bin/python benchmarks/measure_hwe_end_bias.py --model <dir> [--prompts 64] [--group 8]
+    .venv/bin/python benchmarks/measure_hwe_end_bias.py --synthetic [--responses 4096] [--length 100]
+
+``--synthetic`` replaces the model by i.i.d. Exponential(1) token entropies (every position alike), which
+isolates the rule's own effect: a shrunk window averages fewer values, so its mean crosses τ more often.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import json
 def main() -> None:
     import torch
 
-    from ares_cli.algorithms.aepo import batch_threshold, full_window_starts, hwe_mask, window_entropy
     from ares_cli.data.loader import load_problems
     from ares_cli.generation import GenerationRequest, SamplingParams, render_prompt, seed_for
     from ares_cli.generation.hf import HFBackend
@@ -28,7 +31,10 @@ def main() -> None:
     from ares_cli.training.rl.rollout import Group
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--model")
+    ap.add_argument("--synthetic", action="store_true")
+    ap.add_argument("--responses", type=int, default=4096)
+    ap.add_argument("--length", type=int, default=100)
     ap.add_argument("--prompts", type=int, default=64)
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--window", type=int, default=4)
@@ -37,6 +43,13 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
 
+    if args.synthetic:
+        gen = torch.Generator().manual_seed(args.seed)
+        ent = torch.empty(args.responses, args.length, dtype=torch.float64).exponential_(1.0, generator=gen)
+        report(ent, torch.ones_like(ent), args, "synthetic iid Exponential(1)")
+        return
+    if not args.model:
+        ap.error("--model or --synthetic is required")
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -55,12 +68,20 @@ def main() -> None:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     batch = collate(groups, pad)
     rollout_pass(model, batch, stats=("entropy",), prefix="", micro=16, temperature=1.0)
-    ent, mask = batch.tok["entropy"], batch.response_mask
+    report(batch.tok["entropy"], batch.response_mask, args, args.model)
+
+
+def report(ent, mask, args, source: str) -> None:
+    """Flag rates inside a response and at each of its last w positions, under both end rules (JSON)."""
+    import torch
+
+    from ares_cli.algorithms.aepo import batch_threshold, full_window_starts, hwe_mask, window_entropy
+
     tau = batch_threshold(ent, mask, 0.95)
     win = window_entropy(ent, mask, args.window)
     lengths = mask.sum(1, keepdim=True).long()
     from_end = lengths - 1 - torch.arange(mask.shape[1])[None]  # 0 = last token
-    out: dict[str, object] = {"model": args.model, "responses": len(batch), "window": args.window,
+    out: dict[str, object] = {"source": source, "responses": int(mask.shape[0]), "window": args.window,
                               "threshold": float(tau), "mean_len": float(lengths.float().mean())}  # fmt: skip
     for rule in ("shrink", "full"):
         eligible = mask.bool() if rule == "shrink" else full_window_starts(mask, args.window)

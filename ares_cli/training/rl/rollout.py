@@ -115,7 +115,11 @@ def generate_groups(
         ))  # fmt: skip
         g += n
     if cfg.rollout.branching.enabled and groups:
+        from ares_cli.errors import UsageError
         from ares_cli.training.rl.branching import branch_groups
+
+        if entropy_fn is None:
+            raise UsageError("rollout.branching needs the policy's token entropies (pass entropy_fn)")
 
         branch_groups(groups, [p for _, p in draws], entropy_fn(groups), backend=backend, tokenizer=tokenizer,
                       cfg=cfg, seed=seed, pool=pool, world=world)  # fmt: skip
