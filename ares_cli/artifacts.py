@@ -343,6 +343,8 @@ class ArtifactStore:
                     child.update(self.lineage(item["path"]))
                 except InputError:
                     child["missing"] = True
+                except IntegrityError as err:  # a corrupt manifest upstream: shown, the rest still traced
+                    child["corrupt"] = str(err)
             node["inputs"].append(child)
         return node
 

@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ares_cli.errors import InputError
+from ares_cli.artifacts import ArtifactStore
+from ares_cli.errors import AresError, InputError
 
 VERBS = ("toy init", "passrate", "curate", "sft", "rl", "eval")
 CONFIG_VERBS = ("passrate", "curate", "sft", "rl", "eval")
@@ -154,7 +155,7 @@ def report(path: str | Path, state: str | Path) -> str:
         if not id_file.is_file():
             raise InputError(f"stage '{name}' has not run (no {id_file})")
         directory = Path(id_file.read_text().strip())
-        manifest = json.loads((directory / "manifest.json").read_text())
+        manifest = ArtifactStore(directory.parent.parent).manifest(directory)  # corrupt: exit 4, named
         seconds = float(manifest.get("duration_s", 0.0))
         total += seconds
         times.add_row(name, stage["run"], directory.name, f"{seconds:.1f}")
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             print(report(args.pipeline, args.state))
         else:
             stamp(args.result_json, args.id_file)
-    except InputError as err:
+    except AresError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
     return 0

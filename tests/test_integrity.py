@@ -153,3 +153,13 @@ def test_a_manifest_copied_from_another_artifact_is_refused(tmp_path):
     renamed = tmp_path.parent / f"{tmp_path.name}-copy" / "my-model"
     shutil.copytree(other, renamed)  # a copy under a name of the user's choosing still verifies
     assert ArtifactStore(tmp_path).input_ref("x", renamed).artifact_id == other.name
+
+
+def test_lineage_shows_a_corrupt_upstream_manifest_and_goes_on(tmp_path):
+    store = ArtifactStore(tmp_path)
+    upstream = _artifact(store, "up")
+    run = store.open_stage("down", code_version="1", config={}, inputs=[store.input_ref("u", upstream)])
+    run.finalize()
+    (upstream / "manifest.json").write_text("")
+    tree = ArtifactStore(tmp_path).lineage(run.artifact_id)
+    assert tree["artifact_id"] == run.artifact_id and "corrupt manifest" in tree["inputs"][0]["corrupt"]

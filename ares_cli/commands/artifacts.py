@@ -68,6 +68,8 @@ def _tree_lines(node: dict, indent: str = "") -> list[str]:
         label = item.get("artifact_id") or f"{item['path']} (sha256 {item['sha256'][:12]})"
         if item.get("missing"):
             label += " [missing]"
+        if item.get("corrupt"):
+            label += " [corrupt manifest]"
         lines.append(f"{indent}└─ {item['role']}: {label}")
         if item.get("inputs"):
             lines.extend(_tree_lines(item, indent + "   "))
