@@ -9,7 +9,7 @@ TORCH_VERSION ?= 2.13.0
 ARES   := $(BIN)/ares
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-all lint format demo bench pipeline clean help
+.PHONY: setup test test-all lint format demo bench pipeline report clean help
 
 help:
 	@echo "make demo    set up and run the whole pipeline on the embedded toy world"
@@ -17,6 +17,7 @@ help:
 	@echo "make lint    ruff check + ruff format --check"
 	@echo "make bench   run benchmarks/ (JSON lines into benchmarks/results/)"
 	@echo "make pipeline PIPELINE=toy   run pipelines/<name>.yaml stage by stage"
+	@echo "make report PIPELINE=toy     its stage times, comparison table and HTML page with figures"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,10 +55,16 @@ pipeline: $(STAMP)
 	$(BIN)/python -m ares_cli.pipeline render pipelines/$(PIPELINE).yaml --state $(PIPELINE_STATE) --ares $(ARES)
 	$(MAKE) --no-print-directory -f $(PIPELINE_STATE)/Makefile all
 
-# The whole toy pipeline, then stage times and the comparison table (also in $(PIPELINE_STATE)/report.md).
+# Stage times and the comparison table (report.md), and one self-contained page with every figure
+# (report.html; the PNG/SVG figures in report-figures/) of a pipeline that has run.
+report: $(STAMP)
+	$(ARES) report pipeline $(PIPELINE_STATE) | tee $(PIPELINE_STATE)/report.md
+	$(ARES) report html $(PIPELINE_STATE)
+
+# The whole toy pipeline, then its report (build/pipelines/toy/report.md and report.html).
 demo: $(STAMP)
 	$(MAKE) --no-print-directory pipeline PIPELINE=toy
-	$(BIN)/python -m ares_cli.pipeline report pipelines/toy.yaml --state build/pipelines/toy | tee build/pipelines/toy/report.md
+	$(MAKE) --no-print-directory report PIPELINE=toy
 
 bench: $(STAMP)
 	mkdir -p benchmarks/results

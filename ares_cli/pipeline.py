@@ -6,6 +6,7 @@ upstream artifact changed, and the stage itself answers "up to date" when nothin
 
     python -m ares_cli.pipeline render pipelines/toy.yaml --state build/pipelines/toy
     make -f build/pipelines/toy/Makefile all
+    ares report pipeline build/pipelines/toy     # stage times + comparison (ares report html: a page)
 
 A stage entry: ``run`` (the verb, e.g. ``passrate`` or ``toy init``), ``args`` (CLI options; a value
 ``@other`` is the artifact path of stage ``other``), ``config`` (written to the stage's ``--config`` file).
@@ -19,7 +20,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ares_cli.artifacts import ArtifactStore
 from ares_cli.errors import AresError, InputError
 
 VERBS = ("toy init", "passrate", "curate", "sft", "rl", "eval")
@@ -125,6 +125,8 @@ def render(path: str | Path, state: str | Path, *, ares: str = "ares", python: s
     lines += [".PHONY: all", ""]
     makefile = state / "Makefile"
     _write_if_changed(makefile, "\n".join(lines))
+    # the spec beside its state, for `ares report pipeline|html <state>` (not a Make prerequisite)
+    _write_if_changed(state / "pipeline.yaml", Path(path).read_text())
     return makefile
 
 
@@ -133,44 +135,6 @@ def stamp(result_json: str | Path, id_file: str | Path) -> str:
     result = json.loads(Path(result_json).read_text())
     _write_if_changed(Path(id_file), result["path"] + "\n")
     return result["path"]
-
-
-def report(path: str | Path, state: str | Path) -> str:
-    """Stage times (from each manifest) and the ``report.compare`` table of eval stages, as markdown;
-    rich tables go to stderr."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from ares_cli.report.compare import comparison, markdown, rich_table
-
-    spec, state = load_pipeline(path), Path(state)
-    console = Console(stderr=True)
-    times = Table(
-        "stage", "verb", "artifact", "seconds", title=f"pipeline {spec.get('name', Path(path).stem)}"
-    )
-    lines = ["| stage | artifact | seconds |", "|---|---|---|"]
-    total = 0.0
-    for name, stage in spec["stages"].items():
-        id_file = state / f"{name}.id"
-        if not id_file.is_file():
-            raise InputError(f"stage '{name}' has not run (no {id_file})")
-        directory = Path(id_file.read_text().strip())
-        manifest = ArtifactStore(directory.parent.parent).manifest(directory)  # corrupt: exit 4, named
-        seconds = float(manifest.get("duration_s", 0.0))
-        total += seconds
-        times.add_row(name, stage["run"], directory.name, f"{seconds:.1f}")
-        lines.append(f"| {name} | {directory.name} | {seconds:.1f} |")
-    times.add_row("total", "", "", f"{total:.1f}")
-    lines.append(f"| total | | {total:.1f} |")
-    console.print(times)
-    text = "\n".join(lines) + "\n"
-    compare = (spec.get("report") or {}).get("compare") or {}
-    if compare:
-        evals = {label: Path((state / f"{stage}.id").read_text().strip()) for label, stage in compare.items()}
-        table = comparison(evals)
-        console.print(rich_table(table))
-        text += "\n" + markdown(table)
-    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,9 +146,6 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("pipeline")
     r.add_argument("--state", required=True)
     r.add_argument("--ares", default="ares")
-    rp = sub.add_parser("report", help="stage times and the comparison table (markdown on stdout)")
-    rp.add_argument("pipeline")
-    rp.add_argument("--state", required=True)
     s = sub.add_parser("stamp", help="record a stage's artifact path")
     s.add_argument("result_json")
     s.add_argument("id_file")
@@ -192,8 +153,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "render":
             print(render(args.pipeline, args.state, ares=args.ares))
-        elif args.cmd == "report":
-            print(report(args.pipeline, args.state))
         else:
             stamp(args.result_json, args.id_file)
     except AresError as err:

@@ -61,10 +61,11 @@ def test_make_reruns_only_what_changed(tmp_path):
     assert "== second" in changed and "== first" not in changed
     second = json.loads((state / "second.id.json").read_text())
     assert second["avg@5"] == pytest.approx(0.1)
-    from ares_cli.pipeline import report
+    from ares_cli.report.pipeline_report import load_run, markdown
 
-    text = report(pipeline, state)
+    text = markdown(load_run(state))  # the spec is found from the state directory
     assert "| first |" in text and "rho(len,d)" in text
+    assert load_run(state, pipeline).compare.keys() == {"first", "second"}
 
 
 def test_load_pipeline_rejects_unknown_verbs_and_forward_refs(tmp_path):

@@ -1,7 +1,8 @@
-"""``ares report compare``: eval artifacts side by side."""
+"""``ares report``: tables and figures over artifacts (compare, plot, html, pipeline)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -9,7 +10,9 @@ import typer
 from ares_cli.console import emit, options
 from ares_cli.errors import StageFailure, UsageError
 
-app = typer.Typer(help="Tables over artifacts: compare eval results across models.", no_args_is_help=True)
+app = typer.Typer(
+    help="Tables, figures and a report page over artifacts and pipelines.", no_args_is_help=True
+)
 
 
 @app.command("compare")
@@ -29,8 +32,6 @@ def compare_command(
     ] = None,
 ) -> None:
     """Accuracy and mean length per difficulty, Spearman(length, difficulty), and paired Δ vs a baseline."""
-    from pathlib import Path
-
     from ares_cli.artifacts import ArtifactStore, verify_enclosing
     from ares_cli.report.compare import comparison, markdown, rich_table
     from ares_cli.report.suite_compare import is_suite, suite_comparison, suite_markdown
@@ -74,3 +75,92 @@ def compare_command(
         except OSError as err:
             raise StageFailure(f"--markdown {markdown_out}: cannot write ({err.strerror})") from None
     emit(opts, table, text=text)
+
+
+@app.command("plot")
+def plot_command(
+    ctx: typer.Context,
+    artifacts: Annotated[
+        list[str],
+        typer.Argument(
+            help="[LABEL=]ARTIFACT: ids or directories of rl, sft, eval, suite, passrate, curate."
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Directory for the PNG and SVG files.")] = Path(
+        "figures"
+    ),
+) -> None:
+    """Figures per artifact kind (PNG + SVG): training curves, controllers, per-difficulty bars, Pass@k."""
+    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.report.figures import plot_artifacts, resolve
+
+    opts = options(ctx)
+    arts = resolve(ArtifactStore(opts.artifacts_root), artifacts)
+    paths = plot_artifacts(arts, out)
+    for path in paths:
+        opts.log(f"wrote {path}", level=1)
+    emit(opts, {"path": str(out), "figures": [str(p) for p in paths]}, text="\n".join(map(str, paths)))
+
+
+def _is_state_dir(path: Path) -> bool:
+    return path.is_dir() and ((path / "pipeline.yaml").is_file() or (path / "Makefile").is_file())
+
+
+@app.command("pipeline")
+def pipeline_command(
+    ctx: typer.Context,
+    state: Annotated[Path, typer.Argument(help="A pipeline's state directory, e.g. build/pipelines/toy.")],
+    spec: Annotated[
+        Path | None,
+        typer.Option("--spec", help="The pipeline file (default: the one the state was rendered from)."),
+    ] = None,
+) -> None:
+    """Stage times and the comparison table of a pipeline run (markdown on stdout, tables on stderr)."""
+    from ares_cli.report.pipeline_report import load_run, markdown, rich_tables
+
+    opts = options(ctx)
+    run = load_run(state, spec)
+    if opts.verbosity >= 0:
+        for table in rich_tables(run):
+            opts.console.print(table)
+    text = markdown(run)
+    emit(opts, {"path": str(state), "markdown": text}, text=text)
+
+
+@app.command("html")
+def html_command(
+    ctx: typer.Context,
+    targets: Annotated[
+        list[str],
+        typer.Argument(
+            help="A pipeline state directory (build/pipelines/NAME), or artifact ids / directories."
+        ),
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="The HTML file (default: STATE/report.html or report.html).")
+    ] = None,
+    spec: Annotated[
+        Path | None, typer.Option("--spec", help="The pipeline file of a state directory.")
+    ] = None,
+) -> None:
+    """One self-contained HTML page: stages, comparison, every figure inline, lineage of each model."""
+    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.report.html import write_report
+    from ares_cli.report.pipeline_report import load_run, run_of_artifacts
+
+    opts = options(ctx)
+    first = Path(targets[0])
+    if len(targets) == 1 and _is_state_dir(first):
+        run = load_run(first, spec)
+        page = out or first / "report.html"
+    else:
+        if spec is not None:
+            raise UsageError("--spec goes with a pipeline state directory, not a list of artifacts")
+        store = ArtifactStore(opts.artifacts_root)
+        run = run_of_artifacts([store.resolve(t) for t in targets])
+        page = out or Path("report.html")
+    page, figures = write_report(run, page, page.parent / f"{page.stem}-figures")
+    opts.log(
+        f"report: {page} ({len(run.stages)} artifacts, {sum(p.suffix == '.png' for p in figures)} figures)"
+    )
+    emit(opts, {"path": str(page), "figures": [str(p) for p in figures]})
