@@ -15,7 +15,7 @@ from ares_cli.report.figures import Artifact, plot_artifacts
 from ares_cli.report.pipeline_report import PipelineRun
 
 MODEL_STAGES = ("toy-init", "sft", "rl")
-PLOTTED = ("rl", "sft", "passrate", "curate")
+PLOTTED = ("rl", "sft", "passrate", "curate", "suite")
 
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; padding: 0 1em; }
@@ -33,7 +33,7 @@ nav a { margin-right: 1em; }
 
 
 def figures_for_run(run: PipelineRun, out_dir: Path) -> list[Path]:
-    """Plot every rl, sft, passrate and curate stage, and the compared evals (or every eval stage)."""
+    """Plot every rl, sft, passrate, curate and suite stage, and the compared evals (or every eval stage)."""
     arts = [Artifact(s.name, s.stage, s.path) for s in run.stages if s.stage in PLOTTED]
     evals = run.compare or {s.name: s.path for s in run.stages if s.stage == "eval"}
     arts += [Artifact(label, "eval", Path(path)) for label, path in evals.items()]

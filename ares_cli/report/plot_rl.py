@@ -10,12 +10,15 @@ main curves overlaid. sft: loss, learning rate, gradient norm and throughput. On
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 from ares_cli.report.figures import Artifact, new_figure, read_rows, save
 
 BUCKETS = {"easy": "tab:green", "medium": "tab:orange", "hard": "tab:red"}
+# AER keys drawn on the entropy axis: entropy, target, H_t, H0, H*, hbar (not hard_frac or alpha)
+_ENTROPY_LEVEL = re.compile(r"entropy|target|^h(_|\d|bar|star|$)", re.IGNORECASE)
 
 
 def series(
@@ -137,7 +140,7 @@ def _paec(rows, art: Artifact, out_dir: Path) -> list[Path]:
 
 
 def _aer(rows, keys: list[str], art: Artifact, out_dir: Path) -> list[Path]:
-    levels = [k for k in keys if any(w in k for w in ("entropy", "target", "h_", "/h"))]
+    levels = [k for k in keys if _ENTROPY_LEVEL.search(k.rsplit("/", 1)[-1])]
     others = [k for k in keys if k not in levels]
     fig, axes = new_figure(2 if others else 1, title=f"{art.label}: AER")
     _line(axes[0], rows, "entropy", "mean token entropy", color="black")
