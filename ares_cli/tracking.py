@@ -192,4 +192,7 @@ class _WandB:
         self.run.log(values, step=step)
 
     def close(self) -> None:
+        import wandb
+
         self.run.finish()
+        wandb.teardown()  # waits for wandb's service to write everything before the artifact is hashed
