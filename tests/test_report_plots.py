@@ -59,3 +59,24 @@ def test_bad_metrics_row_names_file_and_line(tmp_path):
 def test_unknown_directory_is_an_input_error(tmp_path):
     with pytest.raises(InputError, match="no manifest.json"):
         artifact_kind(tmp_path)
+
+
+def test_eval_figure_and_a_tampered_artifact(tmp_path):
+    from test_eval_stage import _write
+    from typer.testing import CliRunner
+
+    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.main import app
+    from ares_cli.stages.evaluate import EvalConfig, run_eval
+
+    problems, samples = _write(tmp_path)
+    run, _ = run_eval(ArtifactStore(tmp_path / "art"), model=None, cfg=EvalConfig(grade_workers=1),
+                      data=str(problems), from_samples=str(samples), log=lambda m: None)  # fmt: skip
+    args = ["--artifacts-root", str(tmp_path / "art"), "report", "plot", f"m={run.artifact_id}", "--out"]
+    ok = CliRunner().invoke(app, [*args, str(tmp_path / "figs")])
+    assert ok.exit_code == 0, ok.output
+    _non_blank(tmp_path / "figs" / "m-problems.png")
+    results = run.final_dir / "results.json"
+    results.write_text(results.read_text().replace('"k": 5', '"k": 6'))
+    tampered = CliRunner().invoke(app, [*args, str(tmp_path / "figs2")])
+    assert tampered.exit_code == 4 and "results.json" in tampered.output
