@@ -47,7 +47,8 @@ def _grouped_bars(ax, groups: list[str], series: dict[str, list[float | None]], 
         yerr = None
         if errors is not None:
             yerr = [e if e is not None else 0.0 for e in errors[label]]
-        ax.bar(xs, ys, width=width * 0.95, label=label, yerr=yerr, capsize=2 if yerr else 0)
+        ax.bar(xs, ys, width=width * 0.95, label=label, yerr=yerr, capsize=1.5 if yerr else 0,
+               error_kw={"elinewidth": 0.8, "ecolor": "0.35", "alpha": 0.8})  # fmt: skip
     ax.set_xticks(range(len(groups)), groups)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7)
@@ -76,9 +77,14 @@ def _bench_figure(bench: str, models: dict[str, dict[str, Any]], out_dir: Path, 
         acc[label] = [c.get(f"avg@{k}") if c else None for c in cells]
         acc_se[label] = [c.get(f"avg@{k}_se") if c else None for c in cells]
         length[label] = [c.get("len_mean") if c else None for c in cells]
-    fig, (ax_acc, ax_len, ax_pass) = new_figure(3, cols=3, title=f"{bench}: {len(models)} model(s)")
+    # few difficulty levels: three panels in a row; many (MATH levels, toy difficulties): one per row
+    wide = len(groups) * len(models) > 16
+    fig, (ax_acc, ax_len, ax_pass) = new_figure(
+        3, cols=1 if wide else 3, panel_size=(11.0, 3.2) if wide else (5.2, 3.4),
+        title=f"{bench}: {len(models)} model(s)",
+    )  # fmt: skip
     _grouped_bars(ax_acc, groups, acc, acc_se)
-    ax_acc.set_title("accuracy (avg@K ± SE) per difficulty", fontsize=10)
+    ax_acc.set_title("accuracy (avg@K ± SE) per difficulty level", fontsize=10)
     ax_acc.set_ylim(0, 1.05)
     _grouped_bars(ax_len, groups, length)
     ax_len.set_title("mean response length per difficulty", fontsize=10)
@@ -94,6 +100,11 @@ def _bench_figure(bench: str, models: dict[str, dict[str, Any]], out_dir: Path, 
         ax_pass.fill_between(xs, [y - s for y, s in zip(ys, se, strict=True)],
                              [y + s for y, s in zip(ys, se, strict=True)], alpha=0.15)  # fmt: skip
     ax_pass.set_xscale("log", base=2)
+    ks_all = sorted(
+        {int(g.group(1)) for m in models.values() for key in m["overall"] if (g := _PASS.match(key))}
+    )
+    ax_pass.set_xticks(ks_all, [str(k) for k in ks_all])
+    ax_pass.minorticks_off()
     ax_pass.set_xlabel("k")
     ax_pass.set_title("Pass@k (± SE)", fontsize=10)
     ax_pass.grid(alpha=0.3)

@@ -58,9 +58,10 @@ def _finish(ax, title: str, ylabel: str = "") -> None:
     if ylabel:
         ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
+    handles = ax.get_legend_handles_labels()[0]
+    if len(handles) > 1:
         ax.legend(fontsize=7)
-    else:
+    elif not handles:
         ax.text(0.5, 0.5, "not logged", transform=ax.transAxes, ha="center", va="center", color="gray")
 
 
