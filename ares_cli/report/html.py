@@ -128,6 +128,7 @@ def _tree(node: dict[str, Any]) -> str:
     role = f'<span class="role">{e(node["role"])}:</span> ' if node.get("role") else ""
     sha = f' <span class="sha">{e(node["sha256"][:12])}</span>' if node.get("sha256") else ""
     missing = " (missing)" if node.get("missing") else ""
+    missing += f" ({e(str(node['corrupt']))})" if node.get("corrupt") else ""
     children = "".join(_tree(child) for child in node.get("inputs", []))
     return f"<li>{role}{label}{sha}{missing}" + (f"<ul>{children}</ul>" if children else "") + "</li>"
 
