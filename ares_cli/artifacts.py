@@ -26,6 +26,7 @@ from ares_cli.integrity import (
     RECORD_FILE,
     VerificationRecord,
     check_manifest,
+    is_artifact_id,
     output_problems,
     placement_problem,
     stat_key,
@@ -356,7 +357,7 @@ class ArtifactStore:
         """
         directory = self.resolve(ref)
         manifest = self.manifest(directory)
-        misplaced = placement_problem(directory, manifest, self.root)
+        misplaced = placement_problem(directory, manifest)
         if misplaced:  # a manifest copied from another artifact would lend this directory its identity
             raise IntegrityError(f"{directory / MANIFEST}: {misplaced}")
         problems = output_problems(
@@ -380,5 +381,11 @@ def _enclosing_artifact(path: Path) -> Path | None:
 def verify_enclosing(path: str | Path) -> None:
     """Verify the artifact a local input file or directory lies in, if it lies in one (IntegrityError)."""
     directory = _enclosing_artifact(Path(path))
-    if directory is not None:
-        ArtifactStore(directory.parent.parent).verified(directory)
+    if directory is None:
+        return
+    store = ArtifactStore(directory.parent.parent)
+    if not is_artifact_id(
+        directory.name
+    ):  # a copy outside any store: verified, but no record file left there
+        store.record = VerificationRecord(None)
+    store.verified(directory)

@@ -107,6 +107,8 @@ def check_manifest(manifest: Any, path: Path) -> dict[str, Any]:
     for name in ("artifact_id", "stage", "status"):
         if not isinstance(manifest.get(name), str):
             raise bad(f"'{name}' missing or not text")
+    if not manifest["artifact_id"].startswith(manifest["stage"] + "-"):
+        raise bad(f"artifact id {manifest['artifact_id']!r} is not of stage {manifest['stage']!r}")
     outputs = manifest.get("outputs")
     if not isinstance(outputs, list):
         raise bad("'outputs' missing or not a list")
@@ -125,17 +127,19 @@ def check_manifest(manifest: Any, path: Path) -> dict[str, Any]:
     return manifest
 
 
-def placement_problem(directory: Path, manifest: dict[str, Any], store_root: Path) -> str | None:
+def is_artifact_id(name: str) -> bool:
+    """Whether ``name`` has the form of an artifact id (``<stage>-<12 hex>``)."""
+    return _ARTIFACT_ID.fullmatch(name) is not None
+
+
+def placement_problem(directory: Path, manifest: dict[str, Any]) -> str | None:
     """Why ``manifest`` does not belong in ``directory`` (a manifest copied over from another artifact), or None.
 
-    A directory named like an artifact id must carry that id; one directly in the store must sit under its
-    stage. A copy under another name (``/tmp/my-model``) is not held to either.
+    A directory named like an artifact id must carry that id; a copy under another name (``/tmp/my-model``)
+    is not held to it.
     """
-    named, stage = manifest["artifact_id"], manifest["stage"]
-    if _ARTIFACT_ID.fullmatch(directory.name) and named != directory.name:
-        return f"names artifact {named}, but lies in {directory.name}"
-    if directory.absolute().parent.parent == store_root.absolute() and stage != directory.parent.name:
-        return f"names stage {stage}, but lies under {directory.parent.name}/"
+    if is_artifact_id(directory.name) and manifest["artifact_id"] != directory.name:
+        return f"names artifact {manifest['artifact_id']}, but lies in {directory.name}"
     return None
 
 

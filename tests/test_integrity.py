@@ -153,6 +153,10 @@ def test_a_manifest_copied_from_another_artifact_is_refused(tmp_path):
     renamed = tmp_path.parent / f"{tmp_path.name}-copy" / "my-model"
     shutil.copytree(other, renamed)  # a copy under a name of the user's choosing still verifies
     assert ArtifactStore(tmp_path).input_ref("x", renamed).artifact_id == other.name
+    from ares_cli.artifacts import verify_enclosing
+
+    verify_enclosing(renamed / "w.bin")
+    assert not (renamed.parent.parent / integrity.RECORD_FILE).exists()  # no record dropped outside a store
 
 
 def test_lineage_shows_a_corrupt_upstream_manifest_and_goes_on(tmp_path):
