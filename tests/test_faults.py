@@ -343,3 +343,20 @@ def test_a_full_disk_while_checkpointing_keeps_the_earlier_checkpoints_and_resum
     monkeypatch.undo()
     resumed = ares(tmp_path / "artifacts", *argv)
     assert resumed.exit_code == 0 and "resuming from step-000002" in resumed.stderr
+
+
+def test_a_full_disk_under_write_jsonl_names_the_file_and_leaves_no_temp_file(tmp_path):
+    from ares_cli.data.jsonl import write_jsonl
+    from ares_cli.errors import storage_error
+
+    def rows():
+        yield {"i": 1}
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # what the file write raises on a full disk
+
+    with pytest.raises(OSError) as err:
+        write_jsonl(tmp_path / "problems.jsonl", rows())
+    assert list(tmp_path.iterdir()) == []
+    message = str(storage_error(err.value))
+    assert message.startswith(
+        f"cannot write {tmp_path / 'problems.jsonl'}: no space left on device (errno 28)"
+    )

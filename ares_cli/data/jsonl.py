@@ -61,9 +61,7 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(
-        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666
-    )  # the umask applies (0644), not mkstemp's 0600
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # umask applies (0644), not mkstemp's 0600
     n = 0
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -71,6 +69,10 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
                 fh.write(json.dumps(row, ensure_ascii=False, default=json_default) + "\n")
                 n += 1
         os.replace(tmp, path)
+    except OSError as err:  # a full disk: name the file being written, leave no temp file
+        Path(tmp).unlink(missing_ok=True)
+        err.filename = err.filename or str(path)
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
