@@ -22,6 +22,10 @@ def _save(root, step, value=0.0):
     )
 
 
+def _flip(path, old: bytes, new: bytes):
+    path.write_bytes(path.read_bytes().replace(old, new))
+
+
 def _truncate(path, keep=0.5):
     data = path.read_bytes()
     path.write_bytes(data[: int(len(data) * keep)])
@@ -34,7 +38,7 @@ def test_the_previous_checkpoint_is_kept_and_every_file_is_listed(tmp_path):
     listed = json.loads((tmp_path / "step-000003" / "files.rank0.json").read_text())
     assert set(listed) == {
         "model.safetensors", "model.aliases.json", "optimizer.rank0.safetensors", "optimizer.rank0.json",
-        "rng.rank0.safetensors", "rng.rank0.json",
+        "rng.rank0.safetensors", "rng.rank0.json", "state.json",
     }  # fmt: skip
     assert checkpoint.latest(tmp_path).name == "step-000003"
 
@@ -47,6 +51,10 @@ def test_the_previous_checkpoint_is_kept_and_every_file_is_listed(tmp_path):
         (lambda d: (d / "rng.rank0.json").unlink(), "rng.rank0.json missing"),
         (lambda d: (d / "files.rank0.json").write_text("{"), "files.rank0.json missing or unreadable"),
         (lambda d: (d / "state.json").write_text('{"step": 3'), "state.json missing or unreadable"),
+        (
+            lambda d: _flip(d / "state.json", b'"step": 3', b'"step": 9'),
+            "state.json does not match its sha256",
+        ),
         (lambda d: (d / "model.aliases.json").write_text("{} "), "model.aliases.json has"),
     ],
 )

@@ -31,8 +31,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-STATE = "state.json"
-FILE_LIST = "files.rank{rank}.json"
+from ares_cli.training.sealing import STATE, checkpoint_problems, fsync_dir, problems_in, seal, write_synced
+
 KEEP = 2  # checkpoints kept on disk: the newest and the one before it
 _STEP_DIR = re.compile(r"step-\d{6}")
 
@@ -182,84 +182,24 @@ def save(
     written += [
         f"{stem}.rank{rank}{suffix}" for stem in ("optimizer", "rng") for suffix in (".safetensors", ".json")
     ]
-    _seal(tmp, rank, written)
+    sealed = seal(tmp, rank, written)
     barrier()
     if rank == 0:
-        problems = _problems(tmp, meta.get("world_size", 1), rehash=False)
+        problems = problems_in(tmp, meta.get("world_size", 1), rehash=False)
         if problems:
             from ares_cli.errors import StageFailure
 
             raise StageFailure(f"checkpoint {tmp} is incomplete: {'; '.join(problems)}")
-        _write_synced(tmp / STATE, json.dumps(meta, indent=2, sort_keys=True))
-        _fsync_dir(tmp)
+        write_synced(tmp / STATE, json.dumps(meta, indent=2, sort_keys=True))
+        seal(tmp, 0, [STATE], sealed)  # the step and counters are covered by a hash too
+        fsync_dir(tmp)
         if final.exists():  # a damaged checkpoint of this step, left by an earlier run
             shutil.rmtree(final)
         os.replace(tmp, final)
-        _fsync_dir(root)
+        fsync_dir(root)
         prune(root, keep=final)
     barrier()
     return final
-
-
-def _write_synced(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _seal(directory: Path, rank: int, names: list[str]) -> None:
-    """fsync this rank's files and record their sha256 and size in ``files.rank{rank}.json``."""
-    from ares_cli.hashing import sha256_file
-
-    entries = {}
-    for name in names:
-        with open(directory / name, "rb") as handle:
-            os.fsync(handle.fileno())
-        entries[name] = {"sha256": sha256_file(directory / name), "bytes": (directory / name).stat().st_size}
-    _write_synced(directory / FILE_LIST.format(rank=rank), json.dumps(entries, indent=1, sort_keys=True))
-
-
-def _problems(path: Path, world_size: int, *, rehash: bool = True) -> list[str]:
-    """What makes a checkpoint unusable: a rank's file list missing, a file missing, resized or altered."""
-    from ares_cli.hashing import sha256_file
-
-    problems = []
-    for rank in range(world_size):
-        listing = path / FILE_LIST.format(rank=rank)
-        try:
-            entries = json.loads(listing.read_text(encoding="utf-8"))
-            items = [(name, int(e["bytes"]), str(e["sha256"])) for name, e in entries.items()]
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
-            problems.append(f"{listing.name} missing or unreadable")
-            continue
-        for name, size, digest in items:
-            file = path / name
-            if not file.is_file():
-                problems.append(f"{name} missing")
-            elif file.stat().st_size != size:
-                problems.append(f"{name} has {file.stat().st_size} bytes, {size} were written")
-            elif rehash and sha256_file(file) != digest:
-                problems.append(f"{name} does not match its sha256")
-    return problems
-
-
-def checkpoint_problems(path: Path) -> list[str]:
-    """Empty when ``path`` is a complete checkpoint whose every file matches the sha256 it was written with."""
-    try:
-        meta = json.loads((path / STATE).read_text(encoding="utf-8"))
-        world_size = int(meta["world_size"])
-    except (OSError, ValueError, TypeError, KeyError):
-        return [f"{STATE} missing or unreadable"]
-    return _problems(path, world_size)
 
 
 def _complete_steps(root: Path) -> list[Path]:
