@@ -9,7 +9,9 @@ Resume keeps each curve continuous:
   resumes from (a killed run got further than its last checkpoint), so no step is ever duplicated;
 - TensorBoard's writer opens with ``purge_step = resumed step + 1``: readers discard the killed run's events
   from that step on, and the resumed run's events continue the same curves;
-- W&B resumes the run whose id is the artifact id (``resume="allow"``) and logs at the row's step.
+- W&B resumes the run whose id is the artifact id (``resume="allow"``) and logs at the row's step; W&B
+  keeps steps increasing, so steps a killed run logged past its checkpoint keep their first values there
+  (offline, each attempt is its own run directory under ``wandb/``, synced with ``wandb sync``).
 
 W&B runs offline unless ``WANDB_MODE`` says otherwise or an API key is configured (``WANDB_API_KEY``); the
 resolved config and the artifact id are recorded in the run's config.

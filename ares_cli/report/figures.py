@@ -115,7 +115,12 @@ def plot_artifacts(artifacts: list[Artifact], out_dir: str | Path) -> list[Path]
     by_kind: dict[str, list[Artifact]] = {}
     for art in artifacts:
         by_kind.setdefault(art.kind, []).append(art)
-    for art in by_kind.get("rl", []) + by_kind.get("sft", []):
+    # in pipeline order: data, cold start, RL, evaluation
+    for art in by_kind.get("passrate", []):
+        written += plot_passrate.plot_passrate(art, out_dir)
+    for art in by_kind.get("curate", []):
+        written += plot_passrate.plot_curate(art, out_dir)
+    for art in by_kind.get("sft", []) + by_kind.get("rl", []):
         written += plot_rl.plot_run(art, out_dir)
     if len(by_kind.get("rl", [])) > 1:
         written += plot_rl.plot_runs_compared(by_kind["rl"], out_dir)
@@ -123,10 +128,6 @@ def plot_artifacts(artifacts: list[Artifact], out_dir: str | Path) -> list[Path]
         written += plot_eval.plot_evals(by_kind["eval"], out_dir)
     if by_kind.get("suite"):
         written += plot_eval.plot_suites(by_kind["suite"], out_dir)
-    for art in by_kind.get("passrate", []):
-        written += plot_passrate.plot_passrate(art, out_dir)
-    for art in by_kind.get("curate", []):
-        written += plot_passrate.plot_curate(art, out_dir)
     return written
 
 

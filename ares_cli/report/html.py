@@ -21,8 +21,9 @@ CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; padding: 0 1em; }
 h1 { font-size: 1.6em; } h2 { border-bottom: 1px solid #ddd; padding-bottom: .2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: .5em 0; } caption { text-align: left; color: #555; padding: .3em 0; }
-th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: right; }
-th:first-child, td:first-child, td.id { text-align: left; } td.id { font-family: monospace; }
+th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: left; white-space: nowrap; }
+td.num, th.num { text-align: right; } td.id { font-family: monospace; }
+.scroll { overflow-x: auto; }
 tr.total td { font-weight: bold; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { color: #555; font-family: monospace; }
@@ -82,40 +83,43 @@ def _stage_table(run: PipelineRun) -> str:
     e = html.escape
     rows = [
         f'<tr><td>{e(s.name)}</td><td>{e(s.verb)}</td><td class="id">{e(s.artifact_id)}</td>'
-        f"<td>{s.seconds:.1f}</td></tr>"
+        f'<td class="num">{s.seconds:.1f}</td></tr>'
         for s in run.stages
     ]
     return (
         "<table><caption>Each stage's artifact and its run time (from its manifest).</caption>"
-        "<tr><th>stage</th><th>verb</th><th>artifact</th><th>seconds</th></tr>"
+        '<tr><th>stage</th><th>verb</th><th>artifact</th><th class="num">seconds</th></tr>'
         + "".join(rows)
-        + f'<tr class="total"><td>total</td><td></td><td></td><td>{run.total_seconds:.1f}</td></tr></table>'
+        + f'<tr class="total"><td>total</td><td></td><td></td><td class="num">{run.total_seconds:.1f}</td></tr>'
+        "</table>"
     )
 
 
 def _comparison_table(table: dict[str, Any]) -> str:
     e = html.escape
     levels = table["levels"]
-    head = "".join(f"<th>d={e(str(lv))}</th>" for lv in levels)
+    head = "".join(f'<th class="num">d={e(str(lv))}</th>' for lv in levels)
     rows = []
     for label, m in table["models"].items():
         cells = "".join(
-            f"<td>{m['by_difficulty'][lv]['acc']:.2f} / {m['by_difficulty'][lv]['len']:.0f}</td>"
+            f'<td class="num">{m["by_difficulty"][lv]["acc"]:.2f} / {m["by_difficulty"][lv]["len"]:.0f}</td>'
             if lv in m["by_difficulty"]
-            else "<td>-</td>"
+            else '<td class="num">-</td>'
             for lv in levels
         )
         rho = m["spearman_len_difficulty"]
         se = m.get("acc_se")
         acc = f"{m['acc']:.3f}" + (f" ± {se:.3f}" if isinstance(se, float) and math.isfinite(se) else "")
         rows.append(
-            f"<tr><td>{e(label)}</td>{cells}<td>{acc} / {m['len']:.0f}</td>"
-            f"<td>{'-' if math.isnan(rho) else f'{rho:.3f}'}</td></tr>"
+            f'<tr><td>{e(label)}</td>{cells}<td class="num">{acc} / {m["len"]:.0f}</td>'
+            f'<td class="num">{"-" if math.isnan(rho) else f"{rho:.3f}"}</td></tr>'
         )
     return (
-        "<table><caption>Accuracy (avg@K) / mean response length in tokens, per difficulty; "
-        "rho: Spearman correlation of length with difficulty.</caption>"
-        f"<tr><th>model</th>{head}<th>all</th><th>rho(len,d)</th></tr>" + "".join(rows) + "</table>"
+        '<div class="scroll"><table><caption>Accuracy (avg@K) / mean response length in tokens, per '
+        "difficulty; all: avg@K ± SE / length; rho: Spearman correlation of length with difficulty.</caption>"
+        f'<tr><th>model</th>{head}<th class="num">all</th><th class="num">rho(len,d)</th></tr>'
+        + "".join(rows)
+        + "</table></div>"
     )
 
 
