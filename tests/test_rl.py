@@ -187,10 +187,21 @@ def test_hooks_drive_the_trainer(tiny_model_dir, tmp_path, monkeypatch):
 
 
 # ---- micro-batch invariance ---------------------------------------------------------------------------
+BATCHING = [  # every batching mode: row counts, token budgets (sorted by length), packing, both stats paths
+    ("optim.micro_batch_size=1",),
+    ("optim.micro_batch_size=4",),
+    ("optim.micro_batch_size=4", "optim.stats_path=logits"),
+    ("optim.max_tokens_per_micro_batch=24",),
+    ("optim.max_tokens_per_micro_batch=60",),
+    ("optim.pack_sequences=true", "optim.micro_batch_size=3"),
+    ("optim.pack_sequences=true", "optim.max_tokens_per_micro_batch=40"),
+]
+
+
 @pytest.mark.parametrize("algo", ["grpo", "paec"])
 def test_gradient_independent_of_micro_batch(algo, tiny_model_dir):
     from ares_cli.models import load_model
-    from ares_cli.training.rl.batch import collate, rollout_pass
+    from ares_cli.training.rl.batch import collate, micro_plan, rollout_pass
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.rollout import Group
     from ares_cli.training.rl.update import minibatch_backward
@@ -199,16 +210,18 @@ def test_gradient_independent_of_micro_batch(algo, tiny_model_dir):
     groups = [Group(i, f"p{i}", torch.randint(5, 90, (3 + i,), generator=gen).tolist(),
                     [torch.randint(5, 90, (int(n),), generator=gen).tolist() for n in torch.randint(1, 9, (4,))],
                     ["stop"] * 4, ["correct", "incorrect"] * 2) for i in range(2)]  # fmt: skip
-    grads = []
-    for micro in (1, 4):
-        cfg = _cfg(f"algo={algo}", f"optim.micro_batch_size={micro}")
+    grads, n_micro = [], []
+    for sets in BATCHING:
+        cfg = _cfg(f"algo={algo}", *sets)
         model = load_model(tiny_model_dir)
         algo_obj = build_algorithm(cfg, lambda t: t)
         batch = collate(groups, pad_id=0)
         batch.seq["correct"] = torch.tensor([1.0, 0.0] * 4)
         top_p, top_k = algo_obj.nucleus
+        o = cfg.optim
         rollout_pass(model, batch, stats=algo_obj.rollout_stats(), prefix="old_", micro=3, temperature=1.0,
-                     top_p=top_p, top_k=top_k)  # fmt: skip
+                     top_p=top_p, top_k=top_k, max_tokens=o.max_tokens_per_micro_batch, packed=o.pack_sequences,
+                     stats_path=o.stats_path)  # fmt: skip
         batch.tok["ref_logprob"] = batch.tok["old_logprob"] + 0.1 * batch.response_mask
         batch.tok["advantages"] = (
             torch.linspace(-1, 1, 8)[:, None].expand_as(batch.response_mask).contiguous()
@@ -216,8 +229,31 @@ def test_gradient_independent_of_micro_batch(algo, tiny_model_dir):
         algo_obj.prepare(batch)
         minibatch_backward(model, batch, algo_obj, cfg, world_size=1, reduce=lambda t: t)
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+        n_micro.append(len(micro_plan(batch, rows=o.micro_batch_size, max_tokens=o.max_tokens_per_micro_batch,
+                                      packed=o.pack_sequences)))  # fmt: skip
     assert grads[0].abs().max() > 0
-    torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=0)
+    assert len(set(n_micro)) >= 4  # the modes really split the mini-batch differently
+    for sets, g in zip(BATCHING[1:], grads[1:], strict=True):
+        torch.testing.assert_close(g, grads[0], atol=1e-6, rtol=0, msg=str(sets))
+
+
+def test_token_budget_plan_sorts_rows_and_respects_the_budget():
+    from ares_cli.training.rl.micro import equalise, padded_fraction, plan_micro_batches
+
+    prompts, responses = [4, 4, 4, 4, 4, 4], [30, 2, 12, 3, 28, 1]
+    plan = plan_micro_batches(prompts, responses, rows=2, max_tokens=70)
+    assert sorted(i for g in plan for i in g) == list(range(6))
+    assert plan == [[0, 4], [1, 2, 3, 5]]  # longest first: 2 x 34 <= 70, then 4 x 16 <= 70
+    rows = plan_micro_batches(prompts, responses, rows=2)
+    assert rows == [[0, 1], [2, 3], [4, 5]]
+    assert padded_fraction(plan, prompts, responses, False) < padded_fraction(rows, prompts, responses, False)
+    packed = plan_micro_batches(prompts, responses, rows=2, max_tokens=40, packed=True)
+    assert all(sum(prompts[i] + responses[i] for i in g) <= 40 or len(g) == 1 for g in packed)
+    assert padded_fraction(packed, prompts, responses, True) == 0.0
+    assert plan_micro_batches([9], [100], rows=1, max_tokens=10) == [[0]]  # too long: alone
+    eq = equalise([[0, 1, 2], [3]], 4)
+    assert len(eq) == 4 and sorted(i for g in eq for i in g) == [0, 1, 2, 3]
+    assert equalise([[0]], 3) == [[0], [], []]
 
 
 # ---- resume ---------------------------------------------------------------------------------------------

@@ -249,7 +249,7 @@ def test_no_full_sort_and_topk_grows_only_as_needed(monkeypatch):
     real_topk = torch.topk
 
     def spy_topk(x, k, *a, **kw):
-        ks.append((x.shape[0], k))
+        ks.append((x.shape[0], x.shape[-1], k))
         return real_topk(x, k, *a, **kw)
 
     def forbidden(*a, **kw):
@@ -260,8 +260,55 @@ def test_no_full_sort_and_topk_grows_only_as_needed(monkeypatch):
     monkeypatch.setattr(torch, "argsort", forbidden)
     peaked = make_logits("peaked", (8,), 5000)
     token_stats(peaked, torch.zeros(8, dtype=torch.long))
-    assert ks and max(k for _, k in ks) == 64
+    assert ks and all(width <= 1000 for _, width, _ in ks)  # level 1: only the p >= 1e-3 candidates
     ks.clear()
     mixed = torch.cat([peaked[:7], make_logits("flat", (1,), 5000)])
     token_stats(mixed, torch.zeros(8, dtype=torch.long), chunk_size=8)
-    assert ks == [(8, 64), (1, 256), (1, 1024), (1, 4096), (1, 5000)]  # only the flat row grows
+    grown = [(rows, k) for rows, width, k in ks if width == 5000]
+    assert grown == [(1, 64), (1, 256), (1, 1024), (1, 4096), (1, 5000)]  # only the flat row grows
+
+
+def test_sampled_threshold_level_matches_naive(monkeypatch):
+    # vocabulary >= 4 x top_k: capped flat rows are settled from a sampled threshold, never by topk(V)
+    logits = torch.cat([make_logits("flat", (6,), 20000), make_logits("peaked", (2,), 20000)])
+    logits[0, :5000] += 0.05  # a row whose nucleus lies below the cap
+    targets = torch.randint(0, 20000, (8,), generator=torch.Generator().manual_seed(2))
+    real_topk = torch.topk
+    full_width = []
+
+    def spy_topk(x, k, *a, **kw):
+        if x.shape[-1] == 20000 and k > 2:
+            full_width.append(k)
+        return real_topk(x, k, *a, **kw)
+
+    monkeypatch.setattr(torch, "topk", spy_topk)
+    for top_p, top_k in ((0.85, 1000), (1.0, 1000), (0.85, 4000)):
+        got = token_stats(logits, targets, top_p=top_p, top_k=top_k)
+        assert_stats_close(got, naive_stats(logits, targets, top_p=top_p, top_k=top_k))
+    assert full_width == []
+
+
+def test_logprobs_exact_against_float64_and_nucleus_sizes_agree():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_token_stats.py"
+    spec = importlib.util.spec_from_file_location("bench_token_stats", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    logits = bench.make_logits("peaked", 256, 32768, seed=3)
+    g = torch.Generator().manual_seed(0)
+    x64 = logits.double()
+    logp64 = torch.log_softmax(x64, -1)
+    targets = torch.multinomial(logp64.exp(), 1, generator=g).squeeze(-1)  # sampled, as responses are
+    got = token_stats(logits, targets)
+    assert (got.logprob.double() - logp64.gather(-1, targets[:, None]).squeeze(-1)).abs().max() <= 2e-6
+    assert (got.entropy.double() + (logp64.exp() * logp64).sum(-1)).abs().max() <= 2e-6
+    cum = logp64.exp().sort(-1, descending=True).values.cumsum(-1)
+    assert torch.equal(got.nucleus_size, (cum < 0.85).sum(-1) + 1)
+    rare = torch.randint(0, 32768, (256,), generator=g)  # log-probs near -35: float32 spacing is 4e-6
+    err = (token_stats(logits, rare).logprob.double() - logp64.gather(-1, rare[:, None]).squeeze(-1)).abs()
+    assert (err / logp64.gather(-1, rare[:, None]).squeeze(-1).abs().clamp(min=1)).max() <= 2e-7
+    bf = logits.bfloat16()  # bf16 inputs: computed in float32
+    ref_bf = torch.log_softmax(bf.double(), -1).gather(-1, targets[:, None]).squeeze(-1)
+    assert (token_stats(bf, targets).logprob.double() - ref_bf).abs().max() <= 2e-6

@@ -113,38 +113,101 @@ def forward_stats(
     top_k: int = 10000,
     chunk_size: int = 128,
     entropy_grad: bool = False,
+    stats_path: str = "fused",
+    packed: bool = False,
+    model_inputs: dict | None = None,
 ):
-    """One forward of ``model`` over ``mb`` and ONE chunked token-statistics pass over its response logits."""
-    from ares_cli.algorithms.token_stats import select_response, token_stats
+    """One forward of ``model`` over ``mb`` and ONE chunked token-statistics pass over its real response
+    positions; returns :class:`TokenStats` shaped [rows, R] (0 at padding).
+
+    ``stats_path="fused"`` hands the final hidden states and the lm_head weight to ``fused_token_stats``
+    inside the model's own lm_head call (:mod:`ares_cli.training.lm_head`): no [tokens x V] logits exist,
+    in forward or backward. ``"logits"`` lets the model build the response logits and reduces those.
+    ``packed`` concatenates the rows into one (:func:`~.micro.packed_layout`); ``model_inputs`` (images of
+    a VL model, ...) are passed to the model call as they are."""
+    from ares_cli.algorithms.token_stats import TokenStats, fused_token_stats, token_stats
+    from ares_cli.training.rl.micro import packed_layout, padded_layout
+
     from ares_cli.models.vision import forward_inputs
 
-    input_ids = torch.cat([mb.prompt_ids, mb.response_ids], dim=1)
-    attention = torch.cat([mb.prompt_mask, mb.response_mask.long()], dim=1)
-    r = mb.response_ids.shape[1]
-    out = model(input_ids=input_ids, attention_mask=attention, logits_to_keep=r + 1, use_cache=False,
-                **forward_inputs(model, input_ids, attention, mb.vision))  # fmt: skip
-    logits, targets = select_response(out.logits, input_ids, r)
-    return token_stats(logits, targets, temperature=temperature if temperature > 0 else 1.0, top_p=top_p,
-                       top_k=top_k, chunk_size=chunk_size, stats=stats, entropy_grad=entropy_grad)  # fmt: skip
+    if packed and any(v is not None for v in (mb.vision or ())):
+        from ares_cli.errors import UsageError
+
+        raise UsageError("optim.pack_sequences does not support image prompts (3-D rotary positions)")
+    layout = packed_layout(mb) if packed else padded_layout(mb)
+    if not packed:  # positions (3-D with images) and pixel values
+        model_inputs = {**forward_inputs(model, layout.inputs["input_ids"], layout.inputs["attention_mask"],
+                                         mb.vision), **(model_inputs or {})}  # fmt: skip
+    kw = dict(temperature=temperature if temperature > 0 else 1.0, top_p=top_p, top_k=top_k,
+              chunk_size=chunk_size, stats=stats, entropy_grad=entropy_grad)  # fmt: skip
+    call = {**layout.inputs, **(model_inputs or {}), "logits_to_keep": layout.keep, "use_cache": False}
+    if stats_path == "fused":
+        from ares_cli.training.lm_head import head_computes
+
+        def head(hidden, weight, bias):
+            flat = fused_token_stats(layout.select(hidden), weight, layout.targets, bias=bias, **kw)
+            return torch.stack([getattr(flat, name).float() for name in stats], -1)
+
+        with head_computes(model, head):
+            packed_stats = model(**call).logits
+        values = {name: packed_stats[..., i] for i, name in enumerate(stats)}
+    elif stats_path == "logits":
+        flat = token_stats(layout.select(model(**call).logits), layout.targets, **kw)
+        values = {name: getattr(flat, name) for name in stats}
+    else:
+        raise ValueError(f"stats_path must be fused or logits, got {stats_path!r}")
+    out = {name: layout.scatter(v.float()) for name, v in values.items()}
+    if "nucleus_size" in out:
+        out["nucleus_size"] = out["nucleus_size"].round().long()
+    return TokenStats(**out)
 
 
 def micro_slices(n: int, size: int) -> list[slice]:
     return [slice(s, min(s + size, n)) for s in range(0, n, size)]
 
 
+def micro_plan(mb: RolloutBatch, *, rows: int, max_tokens: int | None = None, packed: bool = False,
+               world_size: int = 1, equal_counts: bool = False) -> list[list[int]]:  # fmt: skip
+    """Row indices of each micro-batch of ``mb`` (:func:`~.micro.plan_micro_batches`); with
+    ``equal_counts`` every rank gets the same number of micro-batches (DeepSpeed ZeRO)."""
+    from ares_cli.training.rl.micro import equalise, plan_micro_batches
+
+    groups = plan_micro_batches(mb.prompt_mask.sum(-1).tolist(), mb.response_mask.sum(-1).long().tolist(),
+                                rows=rows, max_tokens=max_tokens, packed=packed)  # fmt: skip
+    if equal_counts and world_size > 1:
+        from ares_cli.training import distributed
+
+        groups = equalise(groups, max(distributed.all_gather_json(len(groups))))
+    return groups
+
+
 @torch.no_grad()
 def rollout_pass(
-    model, batch: RolloutBatch, *, stats: tuple[str, ...], micro: int, prefix: str, **kw
+    model,
+    batch: RolloutBatch,
+    *,
+    stats: tuple[str, ...],
+    micro: int,
+    prefix: str,
+    max_tokens: int | None = None,
+    packed: bool = False,
+    equal_counts: bool = False,
+    world_size: int = 1,
+    **kw,
 ) -> None:
     """No-grad statistics of ``model`` over the whole batch, stored as ``batch.tok[prefix + name]``."""
-    parts: dict[str, list[Tensor]] = {}
-    width = batch.response_ids.shape[1]
-    for sl in micro_slices(len(batch), micro):
-        out = forward_stats(model, batch.rows(sl), stats=stats, **kw)
+    full: dict[str, Tensor] = {}
+    plan = micro_plan(batch, rows=micro, max_tokens=max_tokens, packed=packed, world_size=world_size,
+                      equal_counts=equal_counts)  # fmt: skip
+    for idx in plan:
+        index = torch.tensor(idx or [0], dtype=torch.long)  # CPU: indexes CPU and CUDA tensors alike
+        out = forward_stats(model, batch.rows(index), stats=stats, packed=packed, **kw)
+        if not idx:
+            continue  # a zero-weight pass that keeps the ranks' collectives in step
         for name in stats:
             value = getattr(out, name).detach()
-            padded = torch.zeros((value.shape[0], width), dtype=value.dtype, device=value.device)
-            padded[:, : value.shape[1]] = value
-            parts.setdefault(name, []).append(padded)
-    for name, values in parts.items():
-        batch.tok[prefix + name] = torch.cat(values).masked_fill(batch.response_mask == 0, 0)
+            if name not in full:
+                full[name] = torch.zeros(batch.response_mask.shape, dtype=value.dtype, device=value.device)
+            full[name][index, : value.shape[1]] = value
+    for name, values in full.items():
+        batch.tok[prefix + name] = values.masked_fill(batch.response_mask == 0, 0)

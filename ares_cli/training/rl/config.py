@@ -67,6 +67,13 @@ class OptimConfig:
     ppo_epochs: int = option(1, "Passes over each RL step's batch (GRPO/DAPO/ARES: 1).", ge=1)
     mini_batch_size: int = option(128, "Prompts per optimiser step, all ranks (ARES: 128; PAEC: 24).", ge=1)
     micro_batch_size: int = option(4, "Sequences per forward/backward on one rank (memory only).", ge=1)
+    max_tokens_per_micro_batch: int | None = option(
+        None, "Token budget per forward/backward (rows sorted by length); None = micro_batch_size rows."
+    )
+    pack_sequences: bool = option(False, "Concatenate each micro-batch's sequences into one unpadded row.")
+    stats_path: Literal["fused", "logits"] = option(
+        "fused", "Token statistics from hidden states in chunks (fused) or from full response logits."
+    )
     dtype: Literal["auto", "fp32", "bf16"] = option("auto", "auto = bf16 on GPU, fp32 on CPU.")
     gradient_checkpointing: bool = option(False, "Recompute activations in backward (memory for time).")
     deepspeed: str | None = option(
@@ -282,6 +289,8 @@ def validate(cfg: RLConfig) -> None:
             f"rollout.prompts_per_step {r.prompts_per_step} is not a multiple of "
             f"optim.mini_batch_size {o.mini_batch_size}"
         )
+    if o.max_tokens_per_micro_batch is not None and o.max_tokens_per_micro_batch < 1:
+        raise UsageError("optim.max_tokens_per_micro_batch must be >= 1 (or null for a row count)")
     if min(o.micro_batch_size, o.ppo_epochs, cfg.steps, r.max_new_tokens) < 1:
         raise UsageError("micro_batch_size, ppo_epochs, steps and max_new_tokens must be >= 1")
     if not 0.0 <= cfg.filter.low <= cfg.filter.high <= 1.0:

@@ -221,9 +221,20 @@ def train_rl(
                 top_k=top_k,
                 chunk_size=cfg.loss.chunk_size,
                 micro=cfg.optim.micro_batch_size,
+                max_tokens=cfg.optim.max_tokens_per_micro_batch,
+                packed=cfg.optim.pack_sequences,
+                stats_path=cfg.optim.stats_path,
+                world_size=dist.world_size,
             )
             with timer("forward"):
-                rollout_pass(engine or model, batch, stats=algo.rollout_stats(), prefix="old_", **kw)
+                rollout_pass(
+                    engine or model,
+                    batch,
+                    stats=algo.rollout_stats(),
+                    prefix="old_",
+                    equal_counts=engine is not None,
+                    **kw,
+                )
                 if ref is not None:
                     rollout_pass(ref, batch, stats=("logprob",), prefix="ref_", **kw)
 

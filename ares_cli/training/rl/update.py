@@ -14,7 +14,7 @@ from collections import defaultdict
 
 import torch
 
-from ares_cli.training.rl.batch import forward_stats, micro_slices
+from ares_cli.training.rl.batch import forward_stats, micro_plan
 
 SUMMED = ("pg_loss", "kl_loss", "loss")  # partial sums over micro-batches, not means
 
@@ -84,13 +84,17 @@ def minibatch_backward(
     algo.minibatch_start(mb)
     top_p, top_k = algo.nucleus
     pl_cfg = algo.policy_loss_config()
-    for sl in micro_slices(len(mb), cfg.optim.micro_batch_size):
-        micro = mb.rows(sl)
+    o = cfg.optim
+    plan = micro_plan(mb, rows=o.micro_batch_size, max_tokens=o.max_tokens_per_micro_batch,
+                      packed=o.pack_sequences, world_size=world_size, equal_counts=engine is not None)  # fmt: skip
+    for i, idx in enumerate(plan):
+        micro = mb.rows(torch.tensor(idx or [0], dtype=torch.long))
         mask = micro.response_mask
         with timer("forward"):
             stats = forward_stats(forward, micro, stats=algo.train_stats(), temperature=cfg.rollout.temperature,
                                   top_p=top_p, top_k=top_k, chunk_size=cfg.loss.chunk_size,
-                                  entropy_grad=algo.entropy_grad)  # fmt: skip
+                                  entropy_grad=algo.entropy_grad, stats_path=o.stats_path,
+                                  packed=o.pack_sequences)  # fmt: skip
             loss, metrics = policy_loss(
                 cfg.loss.policy_loss,
                 stats.logprob,
@@ -110,12 +114,17 @@ def minibatch_backward(
             extra, extra_metrics = algo.extra_loss(micro, stats)
             if extra is not None:
                 loss, metrics = loss + extra, metrics | extra_metrics
+        if not idx:  # an equalising pass (DeepSpeed ranks step together): no gradient, no metrics
+            loss = loss * 0.0
         with timer("backward"):
             if engine is not None:  # DeepSpeed averages over ranks: undo it; do not divide by accumulation
+                engine.set_gradient_accumulation_boundary(i == len(plan) - 1)
                 engine.backward(loss * world_size, scale_wrt_gas=False)
                 engine.step()
             else:
                 loss.backward()
+        if not idx:
+            continue
         means.add(metrics, weight=float(mask.sum()))
     return means
 
