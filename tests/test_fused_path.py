@@ -118,7 +118,7 @@ def test_packed_rows_match_padded_rows():
 
 def test_fused_path_refuses_a_head_it_cannot_reproduce():
     from ares_cli.errors import UsageError
-    from ares_cli.training.lm_head import output_head
+    from ares_cli.models.heads import output_head
 
     model = _llama(False)
     model.config.final_logit_softcapping = 30.0

@@ -146,6 +146,28 @@ def test_micro_batch_split_does_not_change_training(tiny, tmp_path):
     assert max((wa[k] - wb[k]).abs().max().item() for k in wa) < 1e-4
 
 
+@pytest.mark.parametrize("packed", [False, True])
+def test_fused_cross_entropy_matches_logits_loss_and_gradients(tiny, packed):
+    model_dir, data = tiny
+    tok = tiny_tokenizer()
+    examples, _ = load_examples(data, tok, 96)
+    batch = collate(examples[:3], pad_id=tok.pad_token_id, packed=packed)
+    out = {}
+    for path in ("logits", "fused"):
+        model = load_model(model_dir)  # tied embeddings
+        with torch.no_grad():
+            model.model.norm.weight.mul_(8.0)  # peakier than random init
+        loss = micro_loss(model, dict(batch), path)
+        loss.backward()
+        out[path] = (loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+    (la, ga), (lb, gb) = out["logits"], out["fused"]
+    n = int((batch["labels"] != IGNORE).sum())
+    torch.testing.assert_close(lb / n, la / n, atol=1e-6, rtol=0)
+    assert ga.keys() == gb.keys() and len(ga) > 5
+    for k in ga:
+        torch.testing.assert_close(gb[k] / n, ga[k] / n, atol=1e-5, rtol=0, msg=k)
+
+
 def test_stopped_run_resumes_to_identical_weights(tiny, tmp_path):
     model_dir, data = tiny
     cfg = _cfg(epochs=2, save_every=2)  # 24 examples / 8 = 3 steps per epoch, 6 steps

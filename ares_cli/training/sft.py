@@ -56,6 +56,9 @@ class SFTConfig:
     seed: int = option(0, "Seed of data order and RNG state.")
     gradient_checkpointing: bool = option(False, "Recompute activations in backward (memory for time).")
     dtype: Literal["auto", "fp32", "bf16"] = option("auto", "auto = bf16 on GPU, fp32 on CPU.")
+    stats_path: Literal["fused", "logits"] = option(
+        "fused", "Cross-entropy from hidden states in chunks (fused) or from full logits."
+    )
     batching: Literal["length_grouped", "packed"] = option(
         "length_grouped", "Sort windows by length (little padding), or pack each micro-batch into one row."
     )
@@ -106,8 +109,11 @@ def param_groups(model, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
-def micro_loss(model, batch: dict[str, Any]):
-    """Summed cross-entropy over labelled positions (labels are pre-shifted; only their logits are built)."""
+def micro_loss(model, batch: dict[str, Any], stats_path: str = "fused"):
+    """Summed cross-entropy over labelled positions (labels are pre-shifted; only their positions are
+    projected). ``fused``: -sum log p from the final hidden states through the model's own lm_head in
+    chunks (:func:`~ares_cli.algorithms.token_stats.fused_token_stats`), no [tokens x V] logits in forward
+    or backward; ``logits``: the model's logits and ``F.cross_entropy``."""
     import torch.nn.functional as F
 
     from ares_cli.training.sft_data import IGNORE
@@ -115,10 +121,21 @@ def micro_loss(model, batch: dict[str, Any]):
     labels = batch.pop("labels")
     keep = (labels != IGNORE).any(0).nonzero().squeeze(-1)
     keep = keep if keep.numel() else keep.new_zeros(1)
-    logits = model(**batch, logits_to_keep=keep, use_cache=False).logits.float()
-    return F.cross_entropy(
-        logits.flatten(0, 1), labels[:, keep].flatten(), ignore_index=IGNORE, reduction="sum"
-    )
+    targets = labels[:, keep]
+    if stats_path == "logits":
+        logits = model(**batch, logits_to_keep=keep, use_cache=False).logits.float()
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE, reduction="sum")
+    from ares_cli.algorithms.token_stats import fused_token_stats
+    from ares_cli.models.heads import head_computes
+
+    sel = targets != IGNORE
+
+    def head(hidden, weight, bias):
+        stats = fused_token_stats(hidden[sel], weight, targets[sel], bias=bias, stats=("logprob",))
+        return -stats.logprob.sum().reshape(1)
+
+    with head_computes(model, head):
+        return model(**batch, logits_to_keep=keep, use_cache=False).logits.float().sum()
 
 
 def _fmt_eta(seconds: float) -> str:
@@ -260,7 +277,7 @@ def train_sft(
             if vision is not None:
                 batch |= forward_inputs(model, batch["input_ids"], batch["attention_mask"], vision)
             with autocast:
-                summed = micro_loss(forward, batch)
+                summed = micro_loss(forward, batch, config.stats_path)
             loss_sum += summed.detach().double().cpu()
             if (
                 engine is not None

@@ -121,7 +121,7 @@ def forward_stats(
     positions; returns :class:`TokenStats` shaped [rows, R] (0 at padding).
 
     ``stats_path="fused"`` hands the final hidden states and the lm_head weight to ``fused_token_stats``
-    inside the model's own lm_head call (:mod:`ares_cli.training.lm_head`): no [tokens x V] logits exist,
+    inside the model's own lm_head call (:func:`ares_cli.models.heads.head_computes`): no [tokens x V] logits exist,
     in forward or backward. ``"logits"`` lets the model build the response logits and reduces those.
     ``packed`` concatenates the rows into one (:func:`~.micro.packed_layout`); ``model_inputs`` (images of
     a VL model, ...) are passed to the model call as they are."""
@@ -142,7 +142,7 @@ def forward_stats(
               chunk_size=chunk_size, stats=stats, entropy_grad=entropy_grad)  # fmt: skip
     call = {**layout.inputs, **(model_inputs or {}), "logits_to_keep": layout.keep, "use_cache": False}
     if stats_path == "fused":
-        from ares_cli.training.lm_head import head_computes
+        from ares_cli.models.heads import head_computes
 
         def head(hidden, weight, bias):
             flat = fused_token_stats(layout.select(hidden), weight, layout.targets, bias=bias, **kw)
