@@ -94,7 +94,7 @@ def run(tokens: list[int], vocab: int = VOCAB, hidden: int = HIDDEN, max_gib: fl
                 )
                 continue
             t0 = time.perf_counter()
-            row[f"{path}_peak_extra_mib"] = peak_extra_mib(lambda p=path: micro_step(model, mb, p))
+            row[f"{path}_peak_extra_mib"] = peak_extra_mib(lambda p=path, b=mb: micro_step(model, b, p))
             row[f"{path}_s"] = round(time.perf_counter() - t0, 3)
         if "logits_s" in row:
             row["time_ratio_fused_to_logits"] = round(row["fused_s"] / row["logits_s"], 3)

@@ -50,9 +50,46 @@ def _peak_mib(device: str, base: int) -> float | None:
     return None  # CPU: see benchmarks/bench_memory.py for RSS-based peaks
 
 
-def head(args) -> dict:
+def _head_row(r: int, weight, args, g) -> dict:
+    """Fused and logits path at ``r`` response tokens: median time and peak memory above the inputs."""
     from ares_cli.algorithms.token_stats import fused_token_stats, token_stats
 
+    device, dtype = args.device, weight.dtype
+    vocab, hidden = weight.shape
+    h = (torch.randn(r, hidden, device=device, generator=g) * 2).to(dtype).requires_grad_()
+    y = torch.randint(0, vocab, (r,), device=device, generator=g)
+    adv = torch.randn(r, device=device, generator=g)
+
+    def fused():
+        s = fused_token_stats(h, weight, y, stats=("logprob", "entropy"), chunk_size=args.chunk_size)
+        ((s.logprob * adv).sum() + s.entropy.sum() * 0).backward()
+
+    def logits():
+        s = token_stats(h @ weight.t(), y, stats=("logprob", "entropy"), chunk_size=args.chunk_size)
+        ((s.logprob * adv).sum() + s.entropy.sum() * 0).backward()
+
+    row = {"response_tokens": r}
+    for name, fn in (("fused", fused), ("logits", logits)):
+        fn()  # warm-up
+        h.grad = weight.grad = None
+        base = _peak_reset(device)
+        times = []
+        for _ in range(args.repeats):
+            _sync(device)
+            t0 = time.perf_counter()
+            fn()
+            _sync(device)
+            times.append(time.perf_counter() - t0)
+            h.grad = weight.grad = None
+        row[f"{name}_s"] = round(statistics.median(times), 5)
+        row[f"{name}_peak_mib"] = _peak_mib(device, base)
+    row["time_ratio_fused_to_logits"] = round(row["fused_s"] / row["logits_s"], 3)
+    if row["fused_peak_mib"] is not None and row["logits_peak_mib"]:
+        row["memory_ratio_fused_to_logits"] = round(row["fused_peak_mib"] / row["logits_peak_mib"], 4)
+    return row
+
+
+def head(args) -> dict:
     device, dtype = args.device, getattr(torch, args.dtype)
     hidden, vocab = (32, 1000) if args.tiny else (3584, 152064)
     tokens = [64, 128] if args.tiny else args.tokens
@@ -60,40 +97,7 @@ def head(args) -> dict:
     weight = (
         (torch.randn(vocab, hidden, device=device, generator=g) * hidden**-0.5).to(dtype).requires_grad_()
     )
-    rows = []
-    for r in tokens:
-        h = (torch.randn(r, hidden, device=device, generator=g) * 2).to(dtype).requires_grad_()
-        y = torch.randint(0, vocab, (r,), device=device, generator=g)
-        adv = torch.randn(r, device=device, generator=g)
-
-        def fused():
-            s = fused_token_stats(h, weight, y, stats=("logprob", "entropy"), chunk_size=args.chunk_size)
-            ((s.logprob * adv).sum() + s.entropy.sum() * 0).backward()
-
-        def logits():
-            s = token_stats(h @ weight.t(), y, stats=("logprob", "entropy"), chunk_size=args.chunk_size)
-            ((s.logprob * adv).sum() + s.entropy.sum() * 0).backward()
-
-        row = {"response_tokens": r}
-        for name, fn in (("fused", fused), ("logits", logits)):
-            fn()  # warm-up
-            h.grad = weight.grad = None
-            base = _peak_reset(device)
-            times = []
-            for _ in range(args.repeats):
-                _sync(device)
-                t0 = time.perf_counter()
-                fn()
-                _sync(device)
-                times.append(time.perf_counter() - t0)
-                h.grad = weight.grad = None
-            row[f"{name}_s"] = round(statistics.median(times), 5)
-            row[f"{name}_peak_mib"] = _peak_mib(device, base)
-        row["time_ratio_fused_to_logits"] = round(row["fused_s"] / row["logits_s"], 3)
-        if row["fused_peak_mib"] is not None and row["logits_peak_mib"]:
-            row["memory_ratio_fused_to_logits"] = round(row["fused_peak_mib"] / row["logits_peak_mib"], 4)
-        rows.append(row)
-        del h
+    rows = [_head_row(r, weight, args, g) for r in tokens]
     return {"benchmark": "gpu_head", "device": _device_name(device), "dtype": args.dtype, "hidden": hidden,
             "vocab": vocab, "chunk_size": args.chunk_size, "repeats": args.repeats, "results": rows}  # fmt: skip
 
