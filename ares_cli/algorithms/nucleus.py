@@ -21,6 +21,8 @@ threshold are all inside C, so every level returns the same values as a full sor
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -42,16 +44,27 @@ def nucleus_dist(vals: Tensor, n: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return q, logq, -(q * logq).sum(-1)
 
 
-def _candidates(d: Tensor, mask: Tensor, k: int | None = None) -> Tensor:
-    """The masked entries of each row of ``d`` in descending order, padded with -inf: [rows, width]
-    (only the first ``k`` when given)."""
-    counts = mask.sum(-1)
+def _pack(r: Tensor, vals: Tensor, c: int, k: int | None = None, ordered: bool = True) -> Tensor:
+    """Values ``vals`` of rows ``r`` (grouped by row) as [c, width] in descending order, padded with -inf
+    (only the largest ``k`` when given; in no particular order unless ``ordered``)."""
+    counts = torch.bincount(r, minlength=c)
     width = max(int(counts.max()) if counts.numel() else 0, 1)
-    r, c = mask.nonzero(as_tuple=True)  # row-major: grouped by row
-    pos = torch.arange(r.numel(), device=d.device) - (counts.cumsum(0) - counts)[r]
-    buf = torch.full((d.shape[0], width), float("-inf"), dtype=d.dtype, device=d.device)
-    buf[r, pos] = d[r, c]
-    return torch.topk(buf, min(k or width, width), dim=-1, sorted=True).values
+    pos = torch.arange(r.numel(), device=vals.device) - (counts.cumsum(0) - counts)[r]
+    buf = torch.full((c, width), float("-inf"), dtype=vals.dtype, device=vals.device)
+    buf[r, pos] = vals
+    return torch.topk(buf, min(k or width, width), dim=-1, sorted=ordered).values
+
+
+def _above(d: Tensor, td: Tensor, bmax: Tensor | None) -> Tensor:
+    """Descending candidates {d >= td} of each row; with block maxima only their blocks are read."""
+    c, v = d.shape
+    if bmax is None:
+        r, col = (d >= td.unsqueeze(-1)).nonzero(as_tuple=True)
+        return _pack(r, d[r, col], c)
+    rb, cb = (bmax >= td.unsqueeze(-1)).nonzero(as_tuple=True)
+    vals = d.view(c, bmax.shape[1], -1)[rb, cb]
+    keep = vals >= td[rb].unsqueeze(-1)
+    return _pack(rb.unsqueeze(-1).expand_as(vals)[keep], vals[keep], c)
 
 
 class _Result:
@@ -80,27 +93,55 @@ class _Result:
             self.gap[rows[two]] = vals[two, 0] - vals[two, 1]
         return done
 
+    def cap(self, rows: Tensor, top: Tensor, log_s0: Tensor, top_p: float) -> Tensor:
+        """Settle the rows whose top-k logits ``top`` (any order, all finite) hold less than ``top_p``
+        (or ``top_p = 1``): the nucleus is all of them, its entropy needs no order; returns those rows."""
+        done = (
+            (top - log_s0.unsqueeze(-1)).exp().sum(-1) < top_p
+            if top_p < 1
+            else torch.ones_like(rows, dtype=torch.bool)
+        )
+        dr = rows[done]
+        self.n[dr] = top.shape[-1]
+        sel = top[done]
+        w = sel - sel.amax(-1, keepdim=True)  # H' = log Z - sum(e^w w) / Z over the whole set
+        ew = w.exp()
+        z = ew.sum(-1)
+        self.h[dr] = z.log() - ew.mul_(w).sum(-1) / z
+        two = torch.topk(top[done], 2, dim=-1).values if top.shape[-1] >= 2 else None
+        if two is not None:
+            self.gap[dr] = two[:, 0] - two[:, 1]
+        return done
 
-def nucleus_stats(d: Tensor, e: Tensor, s0: Tensor, log_s0: Tensor, top_p: float, top_k: int):
-    """(nucleus size, nucleus entropy H', top-2 gap) of each row; see the module docstring."""
+
+def nucleus_stats(d: Tensor, e: Tensor, s0: Tensor, log_s0: Tensor, top_p: float, top_k: int,
+                  bmax: Tensor | None = None):  # fmt: skip
+    """(nucleus size, nucleus entropy H', top-2 gap) of each row; see the module docstring. ``bmax``: the
+    maxima of equal blocks of each row of ``d`` (lets level 1 skip blocks below its threshold)."""
     c, v = d.shape
     kmax = min(top_k, v)
     res = _Result(c, d.device, d.dtype)
     rows = torch.arange(c, device=d.device)
-    if top_p < 1 and kmax > K0:  # level 1
-        mask = e >= (TAU * s0).unsqueeze(-1)
-        done = res.settle(rows, _candidates(d, mask), log_s0, top_p, kmax)
+    if top_p < 1 and kmax > K0:  # level 1: p >= TAU  <=>  d >= log TAU + log s0
+        done = res.settle(rows, _above(d, math.log(TAU) + log_s0, bmax), log_s0, top_p, kmax)
         rows = rows[~done]
-    if rows.numel() and v >= 4 * kmax:  # level 2: only large vocabularies with a binding cap
-        dr = d[rows]
+    if rows.numel() and v >= 2 * kmax:  # level 2: only large vocabularies with a binding cap
+        dr = d if rows.numel() == c else d[rows]
         sample = dr[:, ::SAMPLE_STRIDE]
         j = min(int(SAMPLE_MARGIN * kmax / SAMPLE_STRIDE) + 8, sample.shape[1])
         t = torch.topk(sample, j, dim=-1, sorted=False).values.amin(-1, keepdim=True)
-        mask = dr >= t
-        enough = mask.sum(-1) >= kmax
+        r2, c2 = (dr >= t).nonzero(as_tuple=True)
+        enough = torch.bincount(r2, minlength=dr.shape[0]) >= kmax
         if bool(enough.any()):
+            keep = enough[r2]
+            slot = torch.cumsum(enough, 0) - 1
+            cand = _pack(slot[r2[keep]], dr[r2[keep], c2[keep]], int(enough.sum()), kmax, ordered=False)
             sub = rows[enough]
-            done = res.settle(sub, _candidates(dr[enough], mask[enough], kmax), log_s0[sub], top_p, kmax)
+            done = res.cap(sub, cand, log_s0[sub], top_p)  # the top kmax hold < top_p: no order needed
+            if not bool(done.all()):
+                rest = ~done
+                vals = torch.topk(cand[rest], kmax, dim=-1, sorted=True).values
+                done[rest] = res.settle(sub[rest], vals, log_s0[sub[rest]], top_p, kmax)
             settled = torch.zeros_like(enough)
             settled[enough] = done
             rows = rows[~settled]

@@ -95,30 +95,43 @@ class _Workspace:
         return ((s, min(s + self.rows, n)) for s in range(0, n, self.rows))
 
 
-def _shifted(z: Tensor, cfg: _Cfg, ws: _Workspace) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """d = z/T - max(z/T) and e = exp(d) in float32 (in the workspace), s0 = sum(e) and log s0.
+def _block_max(x: Tensor) -> Tensor | None:
+    """Maxima of consecutive blocks of 64 (or 32, 16) logits of each row: [rows, V / b]; None if no such
+    block size divides V. The nucleus search scans these instead of the whole vocabulary."""
+    v = x.shape[-1]
+    b = next((b for b in (64, 32, 16) if v % b == 0 and v >= 4 * b), None)
+    return None if b is None else x.reshape(x.shape[0], v // b, b).amax(-1)
+
+
+def _shifted(z: Tensor, cfg: _Cfg, ws: _Workspace):
+    """d = z/T - max(z/T) and e = exp(d) in float32 (in the workspace), s0 = sum(e), log s0, and the
+    block maxima of d (:func:`_block_max`).
 
     log p = d - log s0 exactly up to float32 rounding of d and s0 (no log_softmax kernel)."""
     d, e = ws.a[: z.shape[0]], ws.b[: z.shape[0]]
-    d.copy_(z)
+    src = z
+    if z.dtype != torch.float32:
+        src = d.copy_(z)
     if cfg.temperature != 1.0:
-        d.div_(cfg.temperature)
-    m = d.amax(-1, keepdim=True)
-    d.sub_(m.masked_fill_(~torch.isfinite(m), 0.0))
+        src = torch.div(src, cfg.temperature, out=d)
+    bmax = _block_max(src)
+    m = (bmax if bmax is not None else src).amax(-1, keepdim=True)
+    m = m.masked_fill_(~torch.isfinite(m), 0.0)
+    torch.sub(src, m, out=d)
     torch.exp(d, out=e)
     s0 = e.sum(-1)
-    return d, e, s0, s0.log()
+    return d, e, s0, s0.log(), (bmax.sub_(m) if bmax is not None else None)
 
 
 def _forward_block(z: Tensor, y: Tensor, cfg: _Cfg, ws: _Workspace) -> dict[str, Tensor]:
     """All requested statistics of one block of logits ``z`` (any float dtype) at targets ``y``."""
-    d, e, s0, log_s0 = _shifted(z, cfg, ws)
+    d, e, s0, log_s0, bmax = _shifted(z, cfg, ws)
     out: dict[str, Tensor] = {}
     if "logprob" in cfg.want:
         out["logprob"] = d.gather(-1, y.unsqueeze(-1)).squeeze(-1) - log_s0
     if cfg.want & {"nucleus_entropy", "nucleus_size"}:
         out["nucleus_size"], out["nucleus_entropy"], out["top2_gap"] = nucleus_stats(
-            d, e, s0, log_s0, cfg.top_p, cfg.top_k
+            d, e, s0, log_s0, cfg.top_p, cfg.top_k, bmax
         )
     elif "top2_gap" in cfg.want:
         out["top2_gap"] = top2_gap(d)
@@ -136,7 +149,7 @@ def _grad_block(z, y, h, hn, n, g_lp, g_h, g_hn, cfg: _Cfg, ws: _Workspace) -> T
     """d(sum_t g_lp logprob + g_h H + g_hn H')/dz for one block (formulas in the module docstring).
 
     The result is a float32 view of the workspace: consume it before the next block."""
-    d, e, s0, log_s0 = _shifted(z, cfg, ws)
+    d, e, s0, log_s0, _ = _shifted(z, cfg, ws)
     logp = d.sub_(log_s0.unsqueeze(-1))
     nuc = None
     if g_hn is not None and n.numel():
