@@ -61,7 +61,7 @@ def micro_step(model, mb, path: str, chunk_size: int = 128) -> float:
                           stats_path=path)  # fmt: skip
     loss = -(stats.logprob * mb.response_mask).sum() / mb.response_mask.sum()
     loss.backward()
-    return float(loss)
+    return float(loss.detach())
 
 
 def _available_gib() -> float:

@@ -8,7 +8,7 @@ mode builds (rows x width), so no mode holds more activations than row mode. Tim
 forward + statistics + GRPO loss + backward per mode (``minibatch_backward``, best of ``--repeats``), also as
 a ratio to row mode. The padded fraction counts the positions the model computes that hold no token.
 
-    python benchmarks/bench_padding.py [--prompts 8] [--max-new-tokens 200] [--micro 16]
+    python benchmarks/bench_padding.py [--prompts 8] [--max-new-tokens 200] [--micro 4]
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=200)
-    parser.add_argument("--micro", type=int, default=16)
+    parser.add_argument("--micro", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
     print(json.dumps(bench(args), indent=2))

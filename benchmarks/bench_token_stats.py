@@ -100,6 +100,27 @@ def best_time(fn, repeats: int) -> float:
     return best
 
 
+def exactness(v: int, t: int = 512, seed: int = 1) -> dict:
+    """Errors against float64 on peaked logits with sampled targets: token_stats versus a float32
+    ``log_softmax`` (the naive reference); nucleus sizes (p = 0.85) compared with float64's."""
+    logits = make_logits("peaked", t, v, seed=seed)
+    logp64 = torch.log_softmax(logits.double(), -1)
+    g = torch.Generator().manual_seed(seed)
+    y = torch.multinomial(logp64.exp(), 1, generator=g).squeeze(-1)
+    ref = logp64.gather(-1, y[:, None]).squeeze(-1)
+    n64 = (logp64.exp().sort(-1, descending=True).values.cumsum(-1) < 0.85).sum(-1) + 1
+    del logp64
+    ours = token_stats(logits, y)
+    lp32, _, _, n32, _ = naive(logits, y)
+    return {
+        "vocab": v, "tokens": t,
+        "token_stats_logprob_max_abs_err": float((ours.logprob.double() - ref).abs().max()),
+        "log_softmax_fp32_logprob_max_abs_err": float((lp32.double() - ref).abs().max()),
+        "token_stats_nucleus_size_mismatches": int((ours.nucleus_size != n64).sum()),
+        "log_softmax_fp32_nucleus_size_mismatches": int((n32 != n64).sum()),
+    }  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="32k vocabulary only, one repeat")
@@ -147,6 +168,7 @@ def main() -> None:
         "memory_measure": "peak RSS increase over RSS before the call (VmHWM after clear_refs), MiB",
         "input_logits_mib": {f"{v}x{t}": round(v * t * 4 / 2**20, 1) for v in vocabs for t in (256, 1024)},
         "results": results,
+        "exactness_vs_float64": [exactness(v) for v in vocabs],
     }
     print(json.dumps(report, indent=1))
 
