@@ -126,9 +126,8 @@ def forward_stats(
     ``packed`` concatenates the rows into one (:func:`~.micro.packed_layout`); ``model_inputs`` (images of
     a VL model, ...) are passed to the model call as they are."""
     from ares_cli.algorithms.token_stats import TokenStats, fused_token_stats, token_stats
-    from ares_cli.training.rl.micro import packed_layout, padded_layout
-
     from ares_cli.models.vision import forward_inputs
+    from ares_cli.training.rl.micro import packed_layout, padded_layout
 
     if packed and any(v is not None for v in (mb.vision or ())):
         from ares_cli.errors import UsageError
