@@ -51,3 +51,42 @@ def test_quiet_silences_bar_and_lines():
             bar(1, 2, 0.5)
             bar.update(2, total=2, phase="grade")
         assert out.getvalue() == ""
+
+
+class _Recorder:
+    def __init__(self):
+        self.updates, self.phases = [], []
+
+    def update(self, completed, *, total=None, phase=None):
+        self.updates.append((completed, total))
+
+    def phase(self, name):
+        if not self.phases or self.phases[-1] != name:
+            self.phases.append(name)
+
+
+def test_rl_loop_reports_steps_and_phases(tiny_model_dir, tmp_path):
+    from test_rl import _cfg, _problems
+
+    from ares_cli.data.loader import load_problems
+    from ares_cli.training.rl.trainer import train_rl
+
+    bar = _Recorder()
+    train_rl(_cfg("algo=grpo", "val.every=2"), model_path=tiny_model_dir, problems=_problems(),
+             val_problems=load_problems("toy-val", limit=2).records, out_dir=tmp_path, log=lambda _m: None,
+             progress=bar)  # fmt: skip
+    assert bar.updates == [(0, 2), (1, None), (2, None)]
+    assert bar.phases[:5] == ["validate", "generate", "grade", "generate", "forward"]
+    assert {"backward", "validate"} <= set(bar.phases[5:])
+
+
+def test_sft_loop_reports_steps(tmp_path):
+    from fixtures_tiny_model import save_tiny_model, write_sft_jsonl
+
+    from ares_cli.training.sft import SFTConfig, train_sft
+
+    bar = _Recorder()
+    cfg = SFTConfig(max_steps=2, batch_size=4, micro_batch_size=4, max_seq_len=96, save_every=0)
+    train_sft(cfg, model_path=save_tiny_model(tmp_path / "base"), data_path=write_sft_jsonl(tmp_path / "d.jsonl", 8),
+              out_dir=tmp_path / "out", log=lambda _m: None, progress=bar)  # fmt: skip
+    assert bar.updates == [(0, 2), (1, None), (2, None)]

@@ -329,6 +329,8 @@ class _Timed:
         self.pool, self.timer = pool, timer
 
     def grade(self, items):
+        if self.timer.on_phase is not None:
+            self.timer.on_phase("grade")
         start = time.perf_counter()
         try:
             return self.pool.grade(items)
@@ -336,6 +338,8 @@ class _Timed:
             spent = time.perf_counter() - start
             self.timer.seconds["grade"] += spent
             self.timer.seconds["generate"] -= spent
+            if self.timer.on_phase is not None:
+                self.timer.on_phase("generate")
 
 
 def _rollout_metrics(groups, batch, rewards, adv_metrics, reduce, budget) -> dict[str, float]:
