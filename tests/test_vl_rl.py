@@ -55,9 +55,10 @@ def test_one_rl_step_with_images(algo, tiny_vl_dir, vl_images, tmp_path):
     )
     lm = [k for k in before if "visual" not in k]  # checkpoint names: model.layers..., visual.blocks...
     assert any(not torch.equal(before[k], after[k]) for k in lm)
-    from ares_cli.models import load_model
+    from ares_cli.models import load_model, load_processor
 
     assert type(load_model(tmp_path / "model")).__name__ == "Qwen2_5_VLForConditionalGeneration"
+    assert load_processor(tmp_path / "model") is not None  # the next stage can encode images
 
 
 def test_rescoring_sees_the_same_images_as_each_row_alone(tiny_vl_dir, vl_images, tmp_path):

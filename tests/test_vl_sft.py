@@ -76,6 +76,9 @@ def test_sft_freezes_the_vision_tower_bitwise_and_trains_the_lm(
     assert all(torch.equal(before[k], after[k]) for k in tower)
     assert all(torch.equal(before[k], after[k]) for k in merger) != train_merger
     assert sum(not torch.equal(before[k], after[k]) for k in lm) >= len(lm) // 2
+    from ares_cli.models import load_processor
+
+    assert load_processor(Path(out["path"]) / "model") is not None  # rl and eval can encode images
 
 
 def test_image_bytes_are_an_sft_input(tiny_vl_dir, vl_images, tmp_path):

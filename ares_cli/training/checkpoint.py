@@ -328,7 +328,7 @@ def load_optimizer(engine, optimizer, state: Any) -> None:
 
 
 def save_final(path: Path, model, engine, tokenizer, dist) -> None:
-    """``save_pretrained`` + tokenizer on rank 0; drops the checkpoints (the model is the output)."""
+    """``save_pretrained`` + tokenizer or processor on rank 0; drops the checkpoints (the model is the output)."""
     from ares_cli.training import distributed
 
     state = None

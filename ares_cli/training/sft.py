@@ -323,7 +323,7 @@ def train_sft(
     rows.close()
 
     # -- final model
-    checkpoint.save_final(out_dir / "model", model, engine, tokenizer, dist)
+    checkpoint.save_final(out_dir / "model", model, engine, processor or tokenizer, dist)
     stats = {
         "steps": total_steps,
         "epochs": config.epochs,

@@ -293,7 +293,7 @@ def train_rl(
 
     # -- final model
     rows.close()
-    save_final(out_dir / "model", model, engine, tokenizer, dist)
+    save_final(out_dir / "model", model, engine, processor or tokenizer, dist)
     selected = counters.get("best_step") if cfg.val.select_by != "last" else None
     if selected is not None:
         state.promote_best(out_dir, dist, keep_last=selected == cfg.steps)
