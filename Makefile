@@ -9,10 +9,11 @@ TORCH_VERSION ?= 2.13.0
 ARES   := $(BIN)/ares
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-all lint format demo bench pipeline report clean help
+.PHONY: setup test test-all lint format demo demo-vl bench pipeline report clean help
 
 help:
 	@echo "make demo    set up and run the whole pipeline on the embedded toy world"
+	@echo "make demo-vl the visual pipeline (tiny Qwen2.5-VL): base, passrate, curate, sft, rl (AEPO), eval"
 	@echo "make test    set up and run the tests (CPU)"
 	@echo "make lint    ruff check + ruff format --check"
 	@echo "make bench   run benchmarks/ (JSON lines into benchmarks/results/)"
@@ -65,6 +66,11 @@ report: $(STAMP)
 demo: $(STAMP)
 	$(MAKE) --no-print-directory pipeline PIPELINE=toy
 	$(MAKE) --no-print-directory report PIPELINE=toy
+
+# The visual toy pipeline (a tiny Qwen2.5-VL; images through every stage), then its report.
+demo-vl: $(STAMP)
+	$(MAKE) --no-print-directory pipeline PIPELINE=toy-vl
+	$(MAKE) --no-print-directory report PIPELINE=toy-vl
 
 bench: $(STAMP)
 	mkdir -p benchmarks/results

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import random
 from pathlib import Path
@@ -13,12 +14,15 @@ from ares_cli.errors import InputError
 from ares_cli.toy.teacher import TeacherConfig, last_boxed_int
 from ares_cli.toy.vision_build import (
     encode_batch,
+    vl_base_dir,
     vl_build_config,
+    vl_prompt_messages,
     vl_trace,
 )
 from ares_cli.toy.vision_tasks import (
     IMAGE_SIZES,
     IMAGE_STATEMENT,
+    MAX_VL_DIFFICULTY,
     PALETTE,
     VL_DATA_DIR,
     VL_SPLIT_SIZES,
@@ -62,7 +66,7 @@ def test_generator_is_deterministic_and_regenerates_the_files_byte_for_byte(tmp_
 def test_every_answer_follows_from_its_image(split):
     records = load_vl_split(split)
     assert len(records) == VL_SPLIT_SIZES[split]
-    assert {r["meta"]["difficulty"] for r in records} == {1, 2, 3, 4}
+    assert {r["meta"]["difficulty"] for r in records} == set(range(1, MAX_VL_DIFFICULTY + 1))
     needs = sum(r["meta"]["needs_image"] for r in records)
     assert 0.7 <= needs / len(records) <= 0.8
     for record in records:
@@ -133,6 +137,41 @@ def test_training_batch_labels_only_the_response():
     for row, (_, _, trace) in enumerate(batch):
         kept = labels[row][labels[row] != -100].tolist()
         assert tokenizer.decode(kept) == trace + tokenizer.eos_token
+
+
+def test_shipped_vl_base_loads_with_the_real_class_and_matches_its_build_info():
+    import torch
+    from transformers import Qwen2_5_VLForConditionalGeneration
+
+    from ares_cli.models import load_model, load_processor
+
+    info_path = vl_base_dir() / "build_info.json"
+    if not info_path.exists():
+        pytest.fail(f"prebuilt visual toy base missing at {vl_base_dir()}")
+    info = json.loads(info_path.read_text())
+    assert info["build_config"] == vl_build_config(seed=info["seed"])
+    total = sum(f.stat().st_size for f in vl_base_dir().iterdir())
+    assert total <= 10 * 1024 * 1024
+    model = load_model(vl_base_dir())
+    assert isinstance(model, Qwen2_5_VLForConditionalGeneration)
+    assert sum(p.numel() for p in model.parameters()) == info["params"]
+    assert sum(p.numel() for p in model.model.visual.parameters()) == info["vision_params"]
+    processor = load_processor(vl_base_dir())
+    tokenizer = processor.tokenizer
+    tokens = {"image_token_id": "<|image_pad|>", "vision_start_token_id": "<|vision_start|>"}
+    for name, token in (tokens | {"vision_end_token_id": "<|vision_end|>"}).items():
+        assert getattr(model.config, name) == tokenizer.convert_tokens_to_ids(token)
+    from PIL import Image
+
+    record = load_vl_split("test")[0]
+    text = processor.apply_chat_template(
+        vl_prompt_messages(record["problem"]), add_generation_prompt=True, tokenize=False
+    )
+    with Image.open(io.BytesIO(_image_bytes("test", record))) as image:
+        inputs = processor(text=[text], images=[image.convert("RGB")], return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**inputs).logits
+    assert torch.isfinite(logits).all()
 
 
 def test_toy_init_vision_builds_end_to_end_with_a_tiny_budget(tmp_path):

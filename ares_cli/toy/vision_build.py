@@ -62,16 +62,16 @@ class VisionBuildConfig:
     """Everything that determines the visual base checkpoint (hashed by the CLI's content key)."""
 
     seed: int = 0
-    steps: int = 1200
+    steps: int = 500
     batch_size: int = 16
-    learning_rate: float = 3e-3
+    learning_rate: float = 1e-3
     warmup_steps: int = 30
     min_lr_ratio: float = 0.1
     weight_decay: float = 0.0
     max_difficulty: int = MAX_VL_DIFFICULTY
-    verify_probs: tuple[float, ...] = (0.0, 0.0, 0.5, 1.0)
-    slip_base: float = 0.02
-    slip_per_step: float = 0.02
+    verify_probs: tuple[float, ...] = (0.0, 0.5, 1.0)
+    slip_base: float = 0.0
+    slip_per_step: float = 0.01
     language_init: str = "toy-base"  # "toy-base" (the shipped text toy base's weights) or "random"
     shape: VLShape = field(default_factory=vl_base_shape)
 

@@ -36,7 +36,7 @@ BLANK = (255, 255, 255)
 # them as they are (4 or 6 vision tokens after the 2 x 2 merge).
 IMAGE_SIZES: tuple[tuple[int, int], ...] = ((56, 56), (84, 56), (56, 84))
 COLOUR_JITTER = 12
-MAX_VL_DIFFICULTY = 4
+MAX_VL_DIFFICULTY = 3
 NEEDS_IMAGE_EVERY = 4  # in each run of 4 difficulty cycles, the last one does not need the image
 VL_SPLIT_SIZES = {"train": 1000, "val": 100, "test": 200}
 VL_SPLIT_SEEDS = {"train": 4004, "val": 5005, "test": 6006}
@@ -110,7 +110,7 @@ def random_vl_problem(rng: random.Random, difficulty: int, needs_image: bool) ->
 def generate_vl_split(
     split: str, size: int, seed: int, *, exclude: set | None = None, distinct: bool = True
 ) -> list[tuple[dict, bytes]]:
-    """``size`` records with their PNG bytes: difficulty ``1 + i % 4``, three quarters needing the image.
+    """``size`` records with their PNG bytes: difficulty ``1 + i % 3``, three quarters needing the image.
 
     No record's (problem, colour code) is in ``exclude``; with ``distinct`` none repeats within the split
     (the training split allows repeats: one-step problems starting at ``x`` number only about 250).
