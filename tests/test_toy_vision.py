@@ -214,3 +214,27 @@ def test_language_model_starts_from_the_text_toy_base():
     assert (vl_logits - text_logits).abs().max() < 0.05
     with pytest.raises(UsageError):
         VisionBuildConfig(language_init="pretrained")
+
+
+def test_the_same_seed_builds_the_same_weights(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    from ares_cli.models.tiny_vl import VLShape
+    from ares_cli.toy.vision_build import build_vl_base
+
+    def build(name: str, seed: int):
+        build_vl_base(tmp_path / name, seed, steps=2, batch_size=4, language_init="random", shape=VLShape())
+        return load_file(str(tmp_path / name / "model.safetensors"))
+
+    first, again, other = build("a", 0), build("b", 0), build("c", 1)
+    assert first.keys() == again.keys()
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert not all(torch.equal(first[k], other[k]) for k in first)
+
+
+@pytest.mark.parametrize("manifest", ["toy-vl-test", "toy-vl-test-blank"])
+def test_the_manifests_load_with_their_images(manifest, tmp_path):
+    summary = json.loads(run_ares("--json", "data", "check", manifest, root=tmp_path).stdout)
+    assert summary["image_stats"]["images"] == summary["image_stats"]["records_with_images"] == 200
+    assert summary["meta_keys"] == ["difficulty", "needs_image"]
