@@ -150,6 +150,11 @@ def test_shipped_vl_base_loads_with_the_real_class_and_matches_its_build_info():
         pytest.fail(f"prebuilt visual toy base missing at {vl_base_dir()}")
     info = json.loads(info_path.read_text())
     assert info["build_config"] == vl_build_config(seed=info["seed"])
+    from ares_cli.hashing import sha256_file
+    from ares_cli.toy.build import base_dir
+
+    # built from the text base that ships now (rebuild the VL base after rebuilding the text one)
+    assert info["language_init_sha256"] == sha256_file(base_dir() / "model.safetensors")
     total = sum(f.stat().st_size for f in vl_base_dir().iterdir())
     assert total <= 10 * 1024 * 1024
     model = load_model(vl_base_dir())

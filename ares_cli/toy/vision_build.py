@@ -1,4 +1,4 @@
-"""Reproducible build of the visual toy base: a tiny Qwen2.5-VL trained from scratch on teacher traces.
+"""Reproducible build of the visual toy base: a tiny Qwen2.5-VL trained on teacher traces of visual problems.
 
 Each training example is a fresh problem of the visual task (never one of the shipped splits), its image
 rendered in memory, and a teacher trace; a problem that needs the image starts its trace with ``x=<code>``,
@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ares_cli.errors import StageFailure, UsageError
+from ares_cli.hashing import sha256_file
 from ares_cli.models.tiny_vl import VLShape
 from ares_cli.toy.build import _lr_factor, base_dir
 from ares_cli.toy.teacher import TeacherConfig, write_trace
@@ -234,7 +235,8 @@ def build_vl_base(
     """Train the visual base into ``out_dir`` (model, processor, tokenizer, ``build_info.json``).
 
     ``steps`` and ``overrides`` change :class:`VisionBuildConfig` fields; ``num_threads`` pins torch's CPU
-    threads (bitwise reproducibility holds for a fixed machine and thread count). Returns the info.
+    threads (bitwise reproducibility holds for a fixed machine and thread count). Returns the info, which
+    records the sha256 of the text base the language model started from.
     """
     import torch
 
@@ -259,5 +261,7 @@ def build_vl_base(
         "train_seconds": round(seconds, 1),
         "torch_threads": torch.get_num_threads(),
     }
+    if config.language_init == "toy-base":  # the text base the language model started from
+        info["language_init_sha256"] = sha256_file(base_dir() / "model.safetensors")
     (out_dir / "build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
     return info
