@@ -120,3 +120,15 @@ def test_curated_examples_keep_their_images(tiny_vl_dir, vl_images, tmp_path):
     assert {r["problem_id"]: len(r["images"]) for r in rows} == {
         f"v{i}": 2 if i == 0 else 1 for i in range(3)
     }
+
+
+def test_image_tokens_count_against_the_context(tiny_vl_dir, tmp_path):
+    """A 560x560 image is 400 tokens: with 900 of the 1024 positions reserved for the answer the prompt no
+    longer fits, though its text with one placeholder would."""
+    big = tmp_path / "big.png"
+    Image.new("RGB", (560, 560), (9, 99, 199)).save(big)
+    data = write_vl_dataset(tmp_path / "d", [big], n=1)
+    proc = run_ares("passrate", "--model", str(tiny_vl_dir), "--data", str(data), "-k", "1", "--max-new-tokens",
+                    "900", "--set", "max_pixels=1000000", root=tmp_path / "art", check=False)  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    assert "v0" in proc.stderr and "context" in proc.stderr

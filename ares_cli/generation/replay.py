@@ -86,9 +86,9 @@ class ReplayBackend:
         self.path = Path(path)
         self.rows = load_replay(self.path)
         if isinstance(tokenizer, (str, Path)):
-            from transformers import AutoTokenizer
+            from ares_cli.models import load_tokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+            tokenizer = load_tokenizer(tokenizer)
         self.tokenizer = tokenizer
 
     def generate(self, requests: list[GenerationRequest], sampling: SamplingParams) -> list[list[Completion]]:

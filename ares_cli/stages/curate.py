@@ -89,9 +89,9 @@ def complete_candidates(
                 row=needs_tokens[0] + 1,
                 field="n_tokens",
             )
-        from transformers import AutoTokenizer
+        from ares_cli.models import load_tokenizer
 
-        tok = AutoTokenizer.from_pretrained(tokenizer)
+        tok = load_tokenizer(tokenizer)
         for i in needs_tokens:
             candidates[i] = candidates[i] | {
                 "n_tokens": len(tok(candidates[i]["response"], add_special_tokens=False)["input_ids"])

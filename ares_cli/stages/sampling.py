@@ -119,7 +119,10 @@ def fit_context(
 
     if model_path is None:
         return problems, []
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoConfig
+
+    from ares_cli.models import load_processor, load_tokenizer
+    from ares_cli.models.vision import encode_prompt
 
     window = context_window(AutoConfig.from_pretrained(model_path))
     if window is None:
@@ -130,10 +133,14 @@ def fit_context(
             f"max_new_tokens {cfg.max_new_tokens} leaves no room for a prompt in the model's {window}-token "
             f"context (use --max-new-tokens below {window})"
         )
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    tokenizer = load_tokenizer(model_path)
+    processor = None
+    if any(p.get("images") for p in problems):  # image tokens count: placeholders expanded per image
+        processor = load_processor(model_path, min_pixels=cfg.min_pixels, max_pixels=cfg.max_pixels)
     too_long: list[tuple[dict, int]] = []
     for p in problems:
-        n = len(tokenizer(render(cfg, tokenizer, p), add_special_tokens=False)["input_ids"])
+        images = tuple(p.get("images") or ()) if processor is not None else ()
+        n = len(encode_prompt(tokenizer, processor, render(cfg, processor or tokenizer, p), images)[0])
         if n > budget:
             too_long.append((p, n))
     if too_long and not cfg.skip_long_prompts:
