@@ -71,8 +71,6 @@ def minibatch_backward(
 ) -> MetricMeans:
     """Forward + backward of every micro-batch of one mini-batch; gradients accumulate in the model."""
     from ares_cli.algorithms.aggregation import Aggregation, local_counts
-    from ares_cli.algorithms.kl import kl_loss
-    from ares_cli.algorithms.policy_losses import LossExtras, policy_loss
 
     means = means if means is not None else MetricMeans()
     timer = timer if timer is not None else _NoTimer()
@@ -95,27 +93,10 @@ def minibatch_backward(
                                   top_p=top_p, top_k=top_k, chunk_size=cfg.loss.chunk_size,
                                   entropy_grad=algo.entropy_grad, stats_path=o.stats_path,
                                   packed=o.pack_sequences)  # fmt: skip
-            loss, metrics = policy_loss(
-                cfg.loss.policy_loss,
-                stats.logprob,
-                micro.tok["old_logprob"],
-                micro.tok["advantages"],
-                mask,
-                config=pl_cfg,
-                aggregation=agg,
-                extras=LossExtras(entropy=stats.entropy, generator=generator),
-            )
-            if "ref_logprob" in micro.tok:
-                kl, kl_metrics = kl_loss(stats.logprob, micro.tok["ref_logprob"], mask, aggregation=agg,
-                                         kind=cfg.kl.estimator, coef=cfg.kl.coef,
-                                         weights=micro.tok.get("kl_weight"), clamp=cfg.kl.clamp)  # fmt: skip
-                loss, metrics = loss + kl, metrics | kl_metrics
-            metrics["loss"] = float(loss.detach())  # policy + KL; the algorithm logs its extra term itself
-            extra, extra_metrics = algo.extra_loss(micro, stats)
-            if extra is not None:
-                loss, metrics = loss + extra, metrics | extra_metrics
-        if not idx:  # an equalising pass (DeepSpeed ranks step together): no gradient, no metrics
-            loss = loss * 0.0
+            if not idx:  # an equalising pass (DeepSpeed ranks step together): no gradient, no metrics
+                loss, metrics = stats.logprob.sum() * 0.0, {}
+            else:
+                loss, metrics = _micro_loss(stats, micro, algo, cfg, agg, pl_cfg, generator)
         with timer("backward"):
             if engine is not None:  # DeepSpeed averages over ranks: undo it; do not divide by accumulation
                 engine.set_gradient_accumulation_boundary(i == len(plan) - 1)
@@ -123,10 +104,30 @@ def minibatch_backward(
                 engine.step()
             else:
                 loss.backward()
-        if not idx:
-            continue
-        means.add(metrics, weight=float(mask.sum()))
+        if idx:
+            means.add(metrics, weight=float(mask.sum()))
     return means
+
+
+def _micro_loss(stats, micro, algo, cfg, agg, pl_cfg, generator):
+    """Policy loss + KL to the reference + the algorithm's extra term of one micro-batch, and its metrics."""
+    from ares_cli.algorithms.kl import kl_loss
+    from ares_cli.algorithms.policy_losses import LossExtras, policy_loss
+
+    mask = micro.response_mask
+    loss, metrics = policy_loss(cfg.loss.policy_loss, stats.logprob, micro.tok["old_logprob"],
+                                micro.tok["advantages"], mask, config=pl_cfg, aggregation=agg,
+                                extras=LossExtras(entropy=stats.entropy, generator=generator))  # fmt: skip
+    if "ref_logprob" in micro.tok:
+        kl, kl_metrics = kl_loss(stats.logprob, micro.tok["ref_logprob"], mask, aggregation=agg,
+                                 kind=cfg.kl.estimator, coef=cfg.kl.coef, weights=micro.tok.get("kl_weight"),
+                                 clamp=cfg.kl.clamp)  # fmt: skip
+        loss, metrics = loss + kl, metrics | kl_metrics
+    metrics["loss"] = float(loss.detach())  # policy + KL; the algorithm logs its extra term itself
+    extra, extra_metrics = algo.extra_loss(micro, stats)
+    if extra is not None:
+        loss, metrics = loss + extra, metrics | extra_metrics
+    return loss, metrics
 
 
 def optimizer_step(model, engine, optimizer, cfg) -> float:
