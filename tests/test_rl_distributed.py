@@ -54,14 +54,20 @@ def _run(tmp_path, model, out, sets, world):
 
 
 @pytest.mark.skipif(__import__("importlib").util.find_spec("deepspeed") is None, reason="needs deepspeed")
-@pytest.mark.parametrize("stage", [2, 3])
-def test_two_ranks_deepspeed_match_one_process(tiny_model_dir, tmp_path, stage):
+@pytest.mark.parametrize(
+    ("stage", "batching"),
+    [(2, []), (3, []), (3, ["optim.max_tokens_per_micro_batch=90", "optim.stats_path=logits"])],
+    ids=["zero2", "zero3", "zero3-token-budget-logits"],
+)
+def test_two_ranks_deepspeed_match_one_process(tiny_model_dir, tmp_path, stage, batching):
+    """Also: token-budget micro-batches (a different count per rank is equalised, the accumulation boundary
+    is set explicitly) and the logits path under ZeRO-3 (the fused default runs in the other cases)."""
     import torch
     from safetensors.torch import load_file
 
-    single = _run(tmp_path, tiny_model_dir, tmp_path / "one", SETS, 1)
+    single = _run(tmp_path, tiny_model_dir, tmp_path / "one", [*SETS, *batching], 1)
     double = _run(tmp_path, tiny_model_dir, tmp_path / "two",
-                  [*SETS, f"optim.deepspeed={REPO / f'pipelines/deepspeed/zero{stage}.json'}"], 2)  # fmt: skip
+                  [*SETS, *batching, f"optim.deepspeed={REPO / f'pipelines/deepspeed/zero{stage}.json'}"], 2)  # fmt: skip
     for a, b in zip(single, double, strict=True):
         for key in ("reward", "accuracy", "response_len", "cursor"):
             assert a[key] == b[key], (a["step"], key)
