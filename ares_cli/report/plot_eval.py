@@ -127,7 +127,7 @@ def plot_suites(arts: list[Artifact], out_dir: Path) -> list[Path]:
             errors[label][columns.index(col["name"])] = col.get("se")
     names = sorted({t.get("suite", "suite") for t in tables.values()})
     fig, (ax,) = new_figure(1, panel_size=(max(6.0, 0.9 * len(columns) * max(len(tables), 1) ** 0.5), 4.0),
-                            title=f"suite {', '.join(names)}: Maj@K / Avg@K per benchmark")  # fmt: skip
+                            title=f"suite {', '.join(names)}: each benchmark's Maj@K / Avg@K / pass@k (± SE)")  # fmt: skip
     _grouped_bars(ax, columns, values, errors)
     ax.tick_params(axis="x", labelrotation=30, labelsize=8)
     ax.set_ylabel("accuracy")
