@@ -171,8 +171,13 @@ def plot_runs_compared(arts: list[Artifact], out_dir: Path) -> list[Path]:
     panels = (("reward", "reward"), ("entropy", "mean token entropy"), ("response_len", "response length"),
               ("val/accuracy", "validation accuracy"))  # fmt: skip
     fig, axes = new_figure(4, title="rl runs compared")
+    # identical curves (e.g. a run whose extra term never changed a sample) must stay visible: each run
+    # gets its own dash pattern, marker and a width that narrows, so a covered line still shows around it
+    styles = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (1, 3)), "v")]
     for ax, (key, title) in zip(axes, panels, strict=True):
-        for label, rows in runs:
-            _line(ax, rows, key, label)
+        for i, (label, rows) in enumerate(runs):
+            dash, marker = styles[i % len(styles)]
+            _line(ax, rows, key, label, linestyle=dash, marker=marker, linewidth=max(3.2 - 0.8 * i, 1.0),
+                  markersize=max(6 - i, 3), alpha=0.85)  # fmt: skip
         _finish(ax, title)
     return save(fig, out_dir, "rl-compared")
