@@ -219,3 +219,16 @@ def test_callables_that_are_not_graders_are_refused_up_front(tmp_path, files, gr
     result = CliRunner().invoke(app, ["--artifacts-root", str(tmp_path / "artifacts"), *args])
     assert result.exit_code == 2 and fragment in " ".join(result.output.split())
     assert not (tmp_path / "artifacts").exists() or not list((tmp_path / "artifacts").rglob("*.partial"))
+
+
+def test_a_pipeline_file_that_is_not_utf8_is_an_input_error(tmp_path):
+    from ares_cli.errors import InputError
+    from ares_cli.pipeline import load_pipeline
+
+    path = tmp_path / "p.yaml"
+    path.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(InputError, match="p.yaml: not UTF-8 text"):
+        load_pipeline(path)
+    path.write_text("- just\n- a list\n")
+    with pytest.raises(InputError, match="expected a mapping at the top level"):
+        load_pipeline(path)
