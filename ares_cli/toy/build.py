@@ -116,6 +116,44 @@ def _lr_factor(step: int, config: BuildConfig) -> float:
     return config.min_lr_ratio + (1 - config.min_lr_ratio) * cosine
 
 
+def fit(
+    model,
+    config,
+    next_inputs: Callable[[], dict],
+    *,
+    name: str,
+    on_step: Callable[[int, float], None] | None = None,
+) -> float:
+    """The toy builds' loop: AdamW (betas 0.9/0.98) with warmup + cosine (:func:`_lr_factor`), clipped at 1.
+
+    ``next_inputs()`` returns one batch's model keyword arguments, labels included; ``config`` carries
+    ``steps``, ``learning_rate``, ``weight_decay``, ``warmup_steps`` and ``min_lr_ratio``. Leaves the model in
+    eval mode and returns the last loss.
+    """
+    import torch
+
+    model.train()
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=config.learning_rate, betas=(0.9, 0.98), weight_decay=config.weight_decay
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, config))
+    loss_value = float("nan")
+    for step in range(config.steps):
+        loss = model(**next_inputs()).loss
+        if not torch.isfinite(loss):
+            raise StageFailure(f"{name} build diverged at step {step} (loss {loss.item()})")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        loss_value = loss.item()
+        if on_step is not None:
+            on_step(step, loss_value)
+    model.eval()
+    return loss_value
+
+
 def train_base(config: BuildConfig, *, on_step: Callable[[int, float], None] | None = None):
     """Train the base model in memory; returns ``(model, tokenizer, final_loss)``."""
     import torch
@@ -126,29 +164,14 @@ def train_base(config: BuildConfig, *, on_step: Callable[[int, float], None] | N
     torch.use_deterministic_algorithms(True)
     tokenizer = build_tokenizer()
     model = build_model(tokenizer, config.shape, config.seed)
-    model.train()
     held_out = {r["problem"] for records in generate_all_splits().values() for r in records}
-    rng = random.Random(config.seed)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config.learning_rate, betas=(0.9, 0.98), weight_decay=config.weight_decay
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, config))
-    batches = _batches(rng, tokenizer, config, held_out)
-    loss_value = float("nan")
-    for step in range(config.steps):
+    batches = _batches(random.Random(config.seed), tokenizer, config, held_out)
+
+    def next_inputs() -> dict:
         input_ids, attention, labels = _collate(next(batches), tokenizer.pad_token_id)
-        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
-        if not torch.isfinite(loss):
-            raise StageFailure(f"toy base build diverged at step {step} (loss {loss.item()})")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        loss_value = loss.item()
-        if on_step is not None:
-            on_step(step, loss_value)
-    model.eval()
+        return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
+
+    loss_value = fit(model, config, next_inputs, name="toy base", on_step=on_step)
     return model, tokenizer, loss_value
 
 

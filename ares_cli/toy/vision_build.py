@@ -23,7 +23,7 @@ from pathlib import Path
 from ares_cli.errors import StageFailure, UsageError
 from ares_cli.hashing import sha256_file
 from ares_cli.models.tiny_vl import VLShape
-from ares_cli.toy.build import _lr_factor, base_dir
+from ares_cli.toy.build import base_dir, fit
 from ares_cli.toy.teacher import TeacherConfig, write_trace
 from ares_cli.toy.vision_tasks import (
     IMAGE_SIZES,
@@ -198,28 +198,13 @@ def train_vl_base(config: VisionBuildConfig, *, on_step: Callable[[int, float], 
     model = build_tiny_vl(tokenizer, config.shape, config.seed)
     if config.language_init == "toy-base":
         load_text_base_into(model, base_dir())
-    model.train()
-    rng = random.Random(config.seed)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config.learning_rate, betas=(0.9, 0.98), weight_decay=config.weight_decay
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: _lr_factor(step, config))
-    batches = _batches(rng, config, held_out_keys())
-    loss_value = float("nan")
-    for step in range(config.steps):
+    batches = _batches(random.Random(config.seed), config, held_out_keys())
+
+    def next_inputs() -> dict:
         inputs, labels = encode_batch(processor, next(batches))
-        loss = model(**inputs, labels=labels).loss
-        if not torch.isfinite(loss):
-            raise StageFailure(f"visual toy base build diverged at step {step} (loss {loss.item()})")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        loss_value = loss.item()
-        if on_step is not None:
-            on_step(step, loss_value)
-    model.eval()
+        return {**inputs, "labels": labels}
+
+    loss_value = fit(model, config, next_inputs, name="visual toy base", on_step=on_step)
     return model, processor, loss_value
 
 
