@@ -6,7 +6,7 @@ load policy (+ frozen reference) -> resume from the latest checkpoint -> for eac
      algorithm needs) and of the reference                                     (batch.py)
   3. algorithm hooks: prepare -> rewards -> advantages -> KL weights          (algos.py)
   4. PPO epochs x mini-batches x micro-batches, global-count normalisation    (update.py)
-  5. controllers, weight sync, one log line + a metrics row, validation, checkpoint
+  5. controllers, weight sync (engines.py), one log line + a metrics row, validation, checkpoint
 -> save the final model with ``save_pretrained``.
 """
 
@@ -16,7 +16,7 @@ import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,12 @@ def train_rl(
     from ares_cli.training.rl import state
     from ares_cli.training.rl.batch import collate, rollout_pass
     from ares_cli.training.rl.branching import branch_metrics
+    from ares_cli.training.rl.engines import (
+        deepspeed_engine_for,
+        gathered_for_generation,
+        rollout_backend,
+        sync_backend,
+    )
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.rollout import PromptSampler, all_gather_groups, collect_groups, generate_groups
     from ares_cli.training.rl.update import ppo_update
@@ -134,13 +140,13 @@ def train_rl(
         betas=(cfg.optim.adam_beta1, cfg.optim.adam_beta2),
         eps=cfg.optim.adam_eps,
     )
-    engine = _deepspeed_engine(cfg, model, optimizer, dist)
+    engine = deepspeed_engine_for(cfg, model, optimizer, dist)
     if resumed is not None:
         load_optimizer(engine, optimizer, opt_state)
-    backend = _backend(cfg, model, tokenizer, model_path, processor, problems + (val_problems or []))
-    gather = _gathered(model, engine)
+    backend = rollout_backend(cfg, model, tokenizer, model_path, processor, problems + (val_problems or []))
+    gather = gathered_for_generation(model, engine)
     if resumed is not None:
-        _sync(backend, model, gather)
+        sync_backend(backend, model, gather)
     sampler = PromptSampler(problems, cfg.seed)
 
     def entropies(groups):  # token entropies of fresh rollouts, for entropy-triggered branching
@@ -256,7 +262,7 @@ def train_rl(
 
             # 5. controllers, weight sync, metrics, validation, checkpoint
             after_metrics = algo.after_step(batch)
-            _sync(backend, model, gather)
+            sync_backend(backend, model, gather)
             dt = time.perf_counter() - t0
             rollout_metrics = _rollout_metrics(groups, batch, rewards, adv_metrics, reduce, r.max_new_tokens)
             counters["tokens"] += int(rollout_metrics["tokens"])
@@ -390,68 +396,3 @@ def _line(row: dict[str, Any], total: int, eta: float) -> str:
         f"gen {row['time/generate']:.1f}s grade {row['time/grade']:.1f}s fwd {row['time/forward']:.1f}s "
         f"bwd {row['time/backward']:.1f}s | eta {eta_s // 3600}:{eta_s % 3600 // 60:02d}:{eta_s % 60:02d}"
     )
-
-
-def _deepspeed_engine(cfg, model, optimizer, dist):
-    if not cfg.optim.deepspeed:
-        return None
-    from ares_cli.training import distributed
-
-    local_rows = cfg.optim.mini_batch_size // dist.world_size * cfg.rollout.group_size
-    accum = -(-local_rows // cfg.optim.micro_batch_size)
-    bf16 = cfg.optim.dtype == "bf16" or (cfg.optim.dtype == "auto" and dist.device.startswith("cuda"))
-    ds_config = distributed.deepspeed_config(cfg.optim.deepspeed, micro_batch=cfg.optim.micro_batch_size,
-                                             grad_accum=accum, world_size=dist.world_size,
-                                             grad_clip=cfg.optim.grad_clip, bf16=bf16)  # fmt: skip
-    return distributed.deepspeed_engine(model, optimizer, ds_config)
-
-
-def _gathered(model, engine):
-    """Full parameters for generation under ZeRO-3 (a no-op context otherwise)."""
-    from ares_cli.training import distributed
-
-    if distributed.zero_stage(engine) != 3:
-        return nullcontext()
-    import deepspeed
-
-    class _Gather:
-        def __enter__(self):
-            self.ctx = deepspeed.zero.GatheredParameters(list(model.parameters()))
-            return self.ctx.__enter__()
-
-        def __exit__(self, *exc):
-            return self.ctx.__exit__(*exc)
-
-    return _Gather()
-
-
-def _backend(cfg, model, tokenizer, model_path, processor=None, problems=()):
-    """hf: the live policy itself (no copy); vllm: its own engine, weights synced after every step."""
-    from ares_cli.generation import resolve_backend_name
-
-    if resolve_backend_name(cfg.rollout.backend) == "vllm":
-        from ares_cli.generation.vllm_backend import VLLMBackend
-        from ares_cli.stages.sampling import most_images
-
-        images = most_images(list(problems))
-        pixels = (
-            {"min_pixels": cfg.rollout.min_pixels, "max_pixels": cfg.rollout.max_pixels} if images else {}
-        )
-        return VLLMBackend(
-            model_path,
-            seed=cfg.seed,
-            gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization,
-            max_model_len=cfg.rollout.max_prompt_tokens + cfg.rollout.max_new_tokens,
-            max_images=images or None,
-            **pixels,
-        )
-    from ares_cli.generation.hf import HFBackend
-
-    return HFBackend.from_model(model, tokenizer, batch_size=cfg.rollout.batch_size, processor=processor)
-
-
-def _sync(backend, model, gather) -> None:
-    if getattr(backend, "model", None) is model:
-        return  # the hf backend samples from the live policy
-    with gather:
-        backend.sync_weights(model)
