@@ -13,16 +13,14 @@ from ares_cli.algorithms.aepo import (
     MEDIUM,
     AEPOConfig,
     batch_threshold,
-    bucket_bounds,
-    bucket_ids,
     count_hwe,
-    difficulty_bucket,
     hwe_mask,
     masked_row_quantile,
     trigger_mask,
     trigger_token_ids,
     window_entropy,
 )
+from ares_cli.algorithms.buckets import bucket_bounds, bucket_ids, difficulty_bucket
 from ares_cli.errors import UsageError
 
 

@@ -57,7 +57,7 @@ def parse_shard(spec: str | None) -> tuple[int, int] | None:
 
 def passrate_records(problems: list[dict[str, Any]], samples: list[dict[str, Any]], cfg: PassrateConfig):
     """One pass-rate record per problem (DESIGN.md schema); k is the number of graded samples."""
-    from ares_cli.algorithms.aepo import difficulty_bucket
+    from ares_cli.algorithms.buckets import difficulty_bucket
 
     by_problem: dict[str, list[dict[str, Any]]] = {}
     for row in samples:

@@ -54,7 +54,8 @@ class AEPO(Algorithm):
         return trigger_mask(batch.response_ids, self._trigger_ids)
 
     def prepare(self, batch):
-        from ares_cli.algorithms.aepo import bucket_ids, detect_hwe
+        from ares_cli.algorithms.aepo import detect_hwe
+        from ares_cli.algorithms.buckets import bucket_ids
 
         a, mask = self.cfg.aepo, batch.response_mask
         det = detect_hwe(batch.tok["old_entropy"], mask, a, ema=self.tau_ema, trigger=self._trigger(batch),

@@ -160,7 +160,7 @@ def branch_groups(
 def branch_metrics(groups, easy_frac: float = 0.75, hard_frac: float = 0.25) -> dict[str, float]:
     """Branch points per bucket (of the original G rollouts' pass count), branch tokens, and correct
     solutions per 1000 generated tokens (all prompts and hard prompts; branch tokens = continuations only)."""
-    from ares_cli.algorithms.aepo import BUCKETS, difficulty_bucket
+    from ares_cli.algorithms.buckets import BUCKETS, difficulty_bucket
 
     out = {f"branch/points_{d}": 0.0 for d in BUCKETS}
     out |= {"branch/points": 0.0, "branch/responses": 0.0, "branch/tokens": 0.0}
