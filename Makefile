@@ -41,12 +41,12 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not gpu" --timeout=600
 
 lint: $(STAMP)
-	$(BIN)/ruff check ares_cli tests benchmarks
-	$(BIN)/ruff format --check ares_cli tests benchmarks
+	$(BIN)/ruff check ares_cli tests benchmarks studies
+	$(BIN)/ruff format --check ares_cli tests benchmarks studies
 
 format: $(STAMP)
-	$(BIN)/ruff check --fix ares_cli tests benchmarks
-	$(BIN)/ruff format ares_cli tests benchmarks
+	$(BIN)/ruff check --fix ares_cli tests benchmarks studies
+	$(BIN)/ruff format ares_cli tests benchmarks studies
 
 PIPELINE ?= toy
 PIPELINE_STATE = build/pipelines/$(PIPELINE)

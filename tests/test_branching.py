@@ -7,7 +7,13 @@ import pytest
 import torch
 from test_rl import _cfg, _rows, _train
 
-from ares_cli.training.rl.branching import BranchingConfig, branch_metrics, pick_points, within_budget
+from ares_cli.training.rl.branching import (
+    BranchingConfig,
+    branch_metrics,
+    pick_points,
+    solve_rate_metrics,
+    within_budget,
+)
 from ares_cli.training.rl.rollout import Group
 
 
@@ -74,8 +80,15 @@ def test_metrics_and_group_aligned_minibatches():
         1,
         1,
     )
-    assert m["branch/hard_correct_per_ktoken"] == pytest.approx(1000 / 7)
-    assert m["branch/correct_per_ktoken"] == pytest.approx(1000 * 3 / 9)
+    rates = solve_rate_metrics([g, plain], easy_frac=0.75, hard_frac=0.25)
+    assert rates["rollout/hard_correct_per_ktoken"] == pytest.approx(1000 / 7)
+    assert rates["rollout/correct_per_ktoken"] == pytest.approx(1000 * 3 / 9)
+    # without the branch: group 0's originals only (4 + 2 tokens, none correct), the plain group's 2 of 2
+    g.response_ids, g.finish, g.grades = g.response_ids[:2], g.finish[:2], g.grades[:2]
+    g.prefix_len = g.context_len = g.origin = None
+    rates = solve_rate_metrics([g, plain])
+    assert rates["rollout/hard_correct_per_ktoken"] == 0.0
+    assert rates["rollout/correct_per_ktoken"] == pytest.approx(1000 * 2 / 8)
     assert prompt_slices(torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2]), 2) == [slice(0, 5), slice(5, 9)]
 
 

@@ -105,7 +105,7 @@ def step(tiny_model_dir, tmp_path_factory):
 
 
 AEPO_SHAPING = ("aepo/easy/lambda", "aepo/hard/lambda", "aepo/medium/target")
-AEPO_KL = ("aepo/easy/kappa", "aepo/hard/kappa", "aepo/medium/kl_nonwindow")
+AEPO_KL = ("aepo/easy/kappa", "aepo/hard/kappa")
 
 
 @pytest.mark.parametrize("name", TOY)
@@ -118,12 +118,14 @@ def test_toy_recipe_runs_one_step(name, step):
         dynamic = name in ("toy-aepo", "toy-aepo-kl-only")
         assert all((k in row) == shaping for k in AEPO_SHAPING), name
         assert all((k in row) == dynamic for k in AEPO_KL), name
+        assert "aepo/medium/kl_nonwindow" in row  # measured with or without the controller
         if not shaping:
             assert row["aepo/shaping_abs_mean"] == 0.0 and row["reward"] == pytest.approx(row["reward_base"])
         if not dynamic:
             assert row["kl_weight_mean"] == pytest.approx(0.01)  # uniform kl_init on every token
     if "branching" in name:
-        assert "branch/points" in row and "branch/correct_per_ktoken" in row
+        assert "branch/points" in row and "branch/tokens" in row
+    assert "rollout/hard_correct_per_ktoken" in row  # every run: branching compares with plain sampling
     if "aer" in name:
         assert row["aer/h0"] > 0 and row["aer/target"] == pytest.approx(0.4 * row["aer/h0"])
         assert row["aer/alpha"] == 0.0 and 0.0 <= row["aer/hard_frac"] <= 1.0  # alpha_0 = 0 on step 1

@@ -101,11 +101,12 @@ class AEPO(Algorithm):
         from ares_cli.algorithms.kl import kl_estimate
 
         kl_ctrl, dynamic = None, self.cfg.aepo.dynamic_kl
-        if dynamic and "ref_logprob" in batch.tok:
+        if "ref_logprob" in batch.tok:  # measured with or without the controller (the ablation logs it too)
             kld = kl_estimate(batch.tok["old_logprob"], batch.tok["ref_logprob"], kind=self.cfg.kl.estimator)
             local = nonwindow_kl_stats(kld, batch.tok["kl_relaxed"], batch.response_mask, batch.seq["bucket"],
                                        self.cfg.aepo.kl_ctrl_signal)  # fmt: skip
-            self.kl_ctrl.update(*local)  # the controller all-reduces the local sums itself
+            if dynamic:
+                self.kl_ctrl.update(*local)  # the controller all-reduces the local sums itself
             kl_ctrl = tuple(self.reduce(t.clone()) for t in local)
         s = self._shaping  # None without reward shaping: no target / lambda metrics
         moments, target, lam = (s.moments, s.target, s.lam) if s is not None else (None, None, None)

@@ -157,14 +157,32 @@ def branch_groups(
         g.origin.append(i)
 
 
+def solve_rate_metrics(groups, easy_frac: float = 0.75, hard_frac: float = 0.25) -> dict[str, float]:
+    """Correct solutions per 1000 generated tokens, over all prompts and over hard prompts (bucket of the
+    original G rollouts' pass count); logged for every run so that runs with and without branching compare.
+    Branch continuations count their generated tokens only, not the prefix they share."""
+    from ares_cli.algorithms.buckets import difficulty_bucket
+
+    correct = tokens = hard_correct = hard_tokens = 0
+    for g in groups:
+        origin = g.origin or [-1] * len(g.response_ids)
+        prefix = g.prefix_len or [0] * len(g.response_ids)
+        orig = [c for c, o in zip(g.correct, origin, strict=True) if o < 0]
+        gen = sum(len(ids) - p for ids, p in zip(g.response_ids, prefix, strict=True))
+        correct, tokens = correct + sum(g.correct), tokens + gen
+        if difficulty_bucket(sum(orig), len(orig), easy_frac, hard_frac) == "hard":
+            hard_correct, hard_tokens = hard_correct + sum(g.correct), hard_tokens + gen
+    return {"rollout/correct_per_ktoken": 1000.0 * correct / max(tokens, 1),
+            "rollout/hard_correct_per_ktoken": 1000.0 * hard_correct / max(hard_tokens, 1)}  # fmt: skip
+
+
 def branch_metrics(groups, easy_frac: float = 0.75, hard_frac: float = 0.25) -> dict[str, float]:
-    """Branch points per bucket (of the original G rollouts' pass count), branch tokens, and correct
-    solutions per 1000 generated tokens (all prompts and hard prompts; branch tokens = continuations only)."""
+    """Branch points per bucket (of the original G rollouts' pass count), branch responses and branch
+    tokens (continuations only)."""
     from ares_cli.algorithms.buckets import BUCKETS, difficulty_bucket
 
     out = {f"branch/points_{d}": 0.0 for d in BUCKETS}
     out |= {"branch/points": 0.0, "branch/responses": 0.0, "branch/tokens": 0.0}
-    correct = tokens = hard_correct = hard_tokens = 0
     for g in groups:
         origin = g.origin or [-1] * len(g.response_ids)
         prefix = g.prefix_len or [0] * len(g.response_ids)
@@ -173,12 +191,7 @@ def branch_metrics(groups, easy_frac: float = 0.75, hard_frac: float = 0.25) -> 
         pts = {(o, p) for o, p in zip(origin, prefix, strict=True) if o >= 0}
         out[f"branch/points_{bucket}"] += len(pts)
         out["branch/points"] += len(pts)
-        gen = [len(ids) - p for ids, p in zip(g.response_ids, prefix, strict=True)]
         out["branch/responses"] += sum(o >= 0 for o in origin)
-        out["branch/tokens"] += sum(n for n, o in zip(gen, origin, strict=True) if o >= 0)
-        correct, tokens = correct + sum(g.correct), tokens + sum(gen)
-        if bucket == "hard":
-            hard_correct, hard_tokens = hard_correct + sum(g.correct), hard_tokens + sum(gen)
-    out["branch/correct_per_ktoken"] = 1000.0 * correct / max(tokens, 1)
-    out["branch/hard_correct_per_ktoken"] = 1000.0 * hard_correct / max(hard_tokens, 1)
+        out["branch/tokens"] += sum(len(ids) - p for ids, p, o in zip(g.response_ids, prefix, origin, strict=True)
+                                    if o >= 0)  # fmt: skip
     return out

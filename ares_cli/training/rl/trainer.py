@@ -79,7 +79,7 @@ def train_rl(
     from ares_cli.training.checkpoint import load_optimizer, save_final
     from ares_cli.training.rl import state
     from ares_cli.training.rl.batch import collate, rollout_pass
-    from ares_cli.training.rl.branching import branch_metrics
+    from ares_cli.training.rl.branching import branch_metrics, solve_rate_metrics
     from ares_cli.training.rl.engines import (
         deepspeed_engine_for,
         gathered_for_generation,
@@ -210,8 +210,10 @@ def train_rl(
             groups, cursor, filter_stats = collect_groups(
                 sampler, cursor, generate=generate, cfg=cfg, log=log
             )
+            fracs = (cfg.aepo.easy_pass_frac, cfg.aepo.hard_pass_frac)
+            filter_stats |= solve_rate_metrics(groups, *fracs)
             if r.branching.enabled:
-                filter_stats |= branch_metrics(groups, cfg.aepo.easy_pass_frac, cfg.aepo.hard_pass_frac)
+                filter_stats |= branch_metrics(groups, *fracs)
             local = groups[dist.rank :: dist.world_size]
 
             # 2. batch + no-grad passes (old policy; reference)

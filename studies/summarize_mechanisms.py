@@ -1,0 +1,213 @@
+"""The mechanism studies' tables (docs/results.md) from a study's index (studies/run_study.py).
+
+    .venv/bin/python studies/summarize_mechanisms.py build/studies/mechanisms [--late 31]
+
+Every quantity is one number per run (a mean over steps; "late" = steps ``--late``..end, where effects have
+had time to build), paired with the GRPO run of the same seed, and summarised over seeds as mean ± SE.
+Writes ``summary.md`` and ``summary.json`` beside the index and prints the markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ares_cli.report.figures import read_rows  # noqa: E402
+from ares_cli.report.study import (  # noqa: E402
+    fmt,
+    fraction_at_or_above,
+    mean_se,
+    paired,
+    relative_change,
+    window_mean,
+)
+
+BUCKETS = ("easy", "medium", "hard")
+
+
+def load(out: Path) -> tuple[dict, dict]:
+    """arm -> seed -> metric rows, and arm -> seed -> eval results (overall, first benchmark)."""
+    from ares_cli.artifacts import verify_enclosing
+
+    index = json.loads((out / "index.json").read_text(encoding="utf-8"))
+    rows, evals = {}, {}
+    for arm, seeds in index.items():
+        for seed, ids in seeds.items():
+            art = ROOT / ids["rl"]
+            verify_enclosing(art)
+            rows.setdefault(arm, {})[int(seed)] = read_rows(art / "metrics.jsonl")
+            if "eval" in ids:
+                ev = ROOT / ids["eval"]
+                verify_enclosing(ev)
+                results = json.loads((ev / "results.json").read_text(encoding="utf-8"))
+                evals.setdefault(arm, {})[int(seed)] = next(iter(results.values()))["overall"]
+    return rows, evals
+
+
+def per_seed(runs: dict, fn) -> dict[int, float]:
+    return {seed: fn(r) for seed, r in sorted(runs.items())}
+
+
+def last_step(runs: dict) -> int:
+    return min(max(int(r["step"]) for r in rs) for rs in runs.values())
+
+
+def _pair_row(label: str, arm: dict, base: dict) -> str:
+    seeds = sorted(set(arm) & set(base))
+    a, b = {s: arm[s] for s in seeds}, {s: base[s] for s in seeds}
+    return (f"| {label} | {fmt(mean_se(b.values()))} | {fmt(mean_se(a.values()))} | {fmt(paired(a, b))} | "
+            + ", ".join(f"{a[s] - b[s]:+.3f}" for s in seeds) + " |")  # fmt: skip
+
+
+def summarize(rows: dict, evals: dict, late: int) -> tuple[str, dict]:
+    grpo, out, md = rows["grpo"], {}, []
+    end = last_step(rows)
+    head = "| quantity | GRPO | arm | paired Δ (arm − GRPO) | Δ per seed |\n|---|---|---|---|---|"
+
+    def lw(key, where=None):  # late-window mean of one run
+        return lambda r: window_mean(r, key, late, end, where=where)
+
+    def whole(key, where=None):
+        return lambda r: window_mean(r, key, 1, end, where=where)
+
+    def section(arm, title, quantities):
+        if arm not in rows:
+            return
+        md.extend([f"### {title}", "", head])
+        out[arm] = {}
+        for label, fn in quantities:
+            a, b = per_seed(rows[arm], fn), per_seed(grpo, fn)
+            md.append(_pair_row(label, a, b))
+            out[arm][label] = {"arm": a, "grpo": b, "paired": paired({s: a[s] for s in b if s in a},
+                                                                      {s: b[s] for s in a if s in b})}  # fmt: skip
+        md.append("")
+
+    seeds = sorted(grpo)
+    md += [f"Seeds {seeds}; steps 1–{end}; late window steps {late}–{end}. Mean ± SE over seeds.", ""]
+    section("aepo_shaping", "AEPO hierarchical entropy reward", [
+        (f"easy response length, steps {late}–{end}", lw("aepo/easy/response_len", "aepo/easy/size")),
+        (f"hard N_HE, steps {late}–{end}", lw("aepo/hard/n_he", "aepo/hard/size")),
+        (f"medium N_HE, steps {late}–{end}", lw("aepo/medium/n_he", "aepo/medium/size")),
+        (f"easy N_HE, steps {late}–{end}", lw("aepo/easy/n_he", "aepo/easy/size")),
+        (f"hard response length, steps {late}–{end}", lw("aepo/hard/response_len", "aepo/hard/size")),
+        (f"rollout accuracy, steps {late}–{end}", lw("accuracy")),
+        ("mean |R − R_acc| (whole run)", whole("aepo/shaping_abs_mean")),
+    ])  # fmt: skip
+    if "aepo_kl" in rows:
+        md += ["### AEPO dynamic KL: non-window KL per bucket against its target", "",
+               "| bucket | δ_d | GRPO (κ fixed) | AEPO dynamic KL | KL/δ | final κ_d |", "|---|---|---|---|---|---|"]  # fmt: skip
+        out["aepo_kl"] = {}
+        for d in BUCKETS:
+            key, size = f"aepo/{d}/kl_nonwindow", f"aepo/{d}/size"
+            a, b = per_seed(rows["aepo_kl"], lw(key, size)), per_seed(grpo, lw(key, size))
+            kappa = per_seed(
+                rows["aepo_kl"],
+                lambda r, d=d: [x for x in r if f"aepo/{d}/kappa" in x][-1][f"aepo/{d}/kappa"],
+            )
+            delta = _kl_target(d)
+            ratio = mean_se(v / delta for v in a.values())
+            md.append(f"| {d} | {delta:g} | {fmt(mean_se(b.values()), 4)} | {fmt(mean_se(a.values()), 4)} | "
+                      f"{fmt(ratio, 2)} | {fmt(mean_se(kappa.values()), 4)} |")  # fmt: skip
+            out["aepo_kl"][d] = {"delta": delta, "arm": a, "grpo": b, "kappa_final": kappa}
+        md.append("")
+    section("paec", "PAEC", [
+        ("mean token entropy, relative change (first 10 → last 10 steps)", lambda r: relative_change(r, "entropy", 10)),
+        (f"mean token entropy, steps {late}–{end}", lw("entropy")),
+        (f"rollout accuracy, steps {late}–{end}", lw("accuracy")),
+    ])  # fmt: skip
+    if "paec" in rows:
+        floor = per_seed(
+            rows["paec"], lambda r: fraction_at_or_above(r, "paec/h_bar_step", "paec/h_low", 1, end)
+        )
+        gate = per_seed(rows["paec"], whole("paec/penalty_active"))
+        hbar = per_seed(rows["paec"], lambda r: relative_change(r, "paec/h_bar_step", 10))
+        md += [f"PAEC alone: steps with H̄ ≥ H_low {fmt(mean_se(floor.values()), 2)}; optimiser steps with the "
+               f"penalty on {fmt(mean_se(gate.values()), 2)}; H̄ relative change {fmt(mean_se(hbar.values()), 3)}.",
+               ""]  # fmt: skip
+        out["paec"]["alone"] = {"hbar_at_or_above_h_low": floor, "penalty_active": gate, "hbar_change": hbar}
+        if "paec" in evals and "grpo" in evals:
+            md += ["| toy-test (400 × 8) | GRPO | PAEC | paired Δ | Δ per seed |", "|---|---|---|---|---|"]
+            for metric in ("maj@8", "pass@8", "avg@8"):
+                a = {s: e[metric] for s, e in evals["paec"].items()}
+                b = {s: e[metric] for s, e in evals["grpo"].items() if s in a}
+                md.append(_pair_row(metric, a, b).replace("| " + metric, "| " + metric, 1))
+                out["paec"][metric] = {"arm": a, "grpo": b, "paired": paired(a, b)}
+            md.append("")
+    if "aer" in rows:
+
+        def gap(r, h0_key=None):  # (entropy - 0.8 H0) / (0.8 H0) over the late window, H0 = step 1's entropy
+            h0 = next(x["entropy"] for x in r if int(x["step"]) == 1)
+            target = _aer_ratio() * h0
+            return (window_mean(r, "entropy", late, end) - target) / target
+
+        section("aer", f"AER: entropy against its target τ·H0 (τ = {_aer_ratio()}, H0 = step 1's entropy)", [
+            (f"(H − τH0)/τH0, steps {late}–{end}", gap),
+            (f"steps with H ≥ τH0 (of {end})", lambda r: _frac_above(r, _aer_ratio())),
+            (f"mean token entropy, steps {late}–{end}", lw("entropy")),
+            (f"rollout accuracy, steps {late}–{end}", lw("accuracy")),
+        ])  # fmt: skip
+        alpha = per_seed(rows["aer"], whole("aer/alpha"))
+        md += [f"AER alone: mean α over the run {fmt(mean_se(alpha.values()), 4)}.", ""]
+        out["aer"]["alpha_mean"] = alpha
+    section("branching", "Entropy-triggered branching", [
+        ("hard-prompt correct per 1k generated tokens (whole run)", whole("rollout/hard_correct_per_ktoken")),
+        ("correct per 1k generated tokens (whole run)", whole("rollout/correct_per_ktoken")),
+        ("generated tokens per step (whole run)", whole("tokens")),
+        ("rollout accuracy (whole run)", whole("accuracy")),
+    ])  # fmt: skip
+    if "branching" in rows:
+        pts = per_seed(rows["branching"], whole("branch/points_hard"))
+        toks = per_seed(rows["branching"], whole("branch/tokens"))
+        md += [f"Branching alone: hard-prompt branch points per step {fmt(mean_se(pts.values()), 2)}, "
+               f"branch tokens per step {fmt(mean_se(toks.values()), 1)}.", ""]  # fmt: skip
+    return "\n".join(md), out
+
+
+def _frac_above(rows, ratio):
+    h0 = next(x["entropy"] for x in rows if int(x["step"]) == 1)
+    xs = [x["entropy"] >= ratio * h0 for x in rows]
+    return sum(xs) / len(xs)
+
+
+def _spec_arm(name: str) -> dict:
+    import yaml
+
+    spec = yaml.safe_load((ROOT / "studies/mechanisms.yaml").read_text(encoding="utf-8"))
+    return yaml.safe_load((ROOT / spec["arms"][name]).read_text(encoding="utf-8"))["rl"]
+
+
+def _kl_target(bucket: str) -> float:
+    return float(_spec_arm("aepo_kl")["aepo"]["kl_target"][BUCKETS.index(bucket)])
+
+
+def _aer_ratio() -> float:
+    return float(_spec_arm("aer")["aer"]["target_ratio"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", type=Path, help="the study's directory (holds index.json)")
+    ap.add_argument("--late", type=int, default=31, help="first step of the late window (default 31)")
+    args = ap.parse_args(argv)
+    rows, evals = load(args.out)
+    if "grpo" not in rows:
+        raise SystemExit(f"{args.out}/index.json has no grpo run: nothing to pair with")
+    text, data = summarize(rows, evals, args.late)
+    (args.out / "summary.md").write_text(text + "\n", encoding="utf-8")
+    (args.out / "summary.json").write_text(json.dumps(data, indent=1, default=_nan) + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
+def _nan(x):
+    return None if isinstance(x, float) and math.isnan(x) else str(x)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
