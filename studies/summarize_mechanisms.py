@@ -117,6 +117,8 @@ def summarize(rows: dict, evals: dict, late: int) -> tuple[str, dict]:
             out["aepo_kl"][d] = {"delta": delta, "arm": a, "grpo": b, "kappa_final": kappa}
         md.append("")
     section("paec", "PAEC", [
+        ("H̄, relative change (first 10 → last 10 steps)", lambda r: relative_change(r, "paec/h_bar_step", 10)),
+        ("steps with H̄ ≥ H_low", lambda r: fraction_at_or_above(r, "paec/h_bar_step", "paec/h_low", 1, end)),
         ("mean token entropy, relative change (first 10 → last 10 steps)", lambda r: relative_change(r, "entropy", 10)),
         (f"mean token entropy, steps {late}–{end}", lw("entropy")),
         (f"rollout accuracy, steps {late}–{end}", lw("accuracy")),

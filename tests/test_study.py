@@ -104,3 +104,26 @@ def test_grpo_arm_trains_exactly_like_grpo(tiny_model_dir, tmp_path):
         assert "aepo/hard/n_he" in a and "aepo/hard/kl_nonwindow" in a  # what the arm exists to log
     for name, tensor in g_w.items():
         torch.testing.assert_close(a_w[name], tensor, rtol=0, atol=0)
+
+
+def test_paec_with_zero_coefficients_trains_exactly_like_grpo(tiny_model_dir, tmp_path):
+    """The long PAEC study's baseline is PAEC with alpha = lambda_ent = 0: GRPO's updates, with H_bar and
+    H_low logged on the same footing as PAEC's."""
+    _, arms = _study()
+    long_spec = yaml.safe_load((ROOT / "studies/paec-long.yaml").read_text())
+    base = yaml.safe_load((ROOT / long_spec["arms"]["grpo"]).read_text())["rl"]
+    assert base["algo"] == "paec" and base["paec"]["alpha"] == 0.0 and base["paec"]["lambda_ent"] == 0.0
+    runs = {}
+    for name, sets in (("grpo", ("algo=grpo",)), ("paec0", ("algo=paec", "paec.alpha=0", "paec.lambda_ent=0"))):
+        out = tmp_path / name
+        _train(_cfg(*sets), tiny_model_dir, out)
+        from safetensors.torch import load_file
+
+        runs[name] = (_rows(out / "metrics.jsonl"), load_file(str(next((out / "model").glob("*.safetensors")))))
+    (g_rows, g_w), (p_rows, p_w) = runs["grpo"], runs["paec0"]
+    for g, p in zip(g_rows, p_rows, strict=True):
+        for key in ("pg_loss", "kl_loss", "grad_norm", "reward", "entropy"):
+            assert p[key] == pytest.approx(g[key], rel=1e-6, abs=1e-9), key
+        assert p["paec/h_bar_step"] > 0
+    for name, tensor in g_w.items():
+        torch.testing.assert_close(p_w[name], tensor, rtol=0, atol=0)
