@@ -54,8 +54,9 @@ def per_seed(runs: dict, fn) -> dict[int, float]:
     return {seed: fn(r) for seed, r in sorted(runs.items())}
 
 
-def last_step(runs: dict) -> int:
-    return min(max(int(r["step"]) for r in rs) for rs in runs.values())
+def last_step(rows: dict) -> int:
+    """The last step every run reached (arm -> seed -> rows)."""
+    return min(max(int(r["step"]) for r in rs) for seeds in rows.values() for rs in seeds.values())
 
 
 def _pair_row(label: str, arm: dict, base: dict) -> str:
@@ -142,18 +143,26 @@ def summarize(rows: dict, evals: dict, late: int) -> tuple[str, dict]:
                 out["paec"][metric] = {"arm": a, "grpo": b, "paired": paired(a, b)}
             md.append("")
     if "aer" in rows:
+        tau, k = _aer_setting()
 
-        def gap(r, h0_key=None):  # (entropy - 0.8 H0) / (0.8 H0) over the late window, H0 = step 1's entropy
-            h0 = next(x["entropy"] for x in r if int(x["step"]) == 1)
-            target = _aer_ratio() * h0
-            return (window_mean(r, "entropy", late, end) - target) / target
+        def target(r):  # tau * H0, H0 = mean entropy of the first K steps (AER's anchor, for both arms)
+            return tau * window_mean(r, "entropy", 1, k)
 
-        section("aer", f"AER: entropy against its target τ·H0 (τ = {_aer_ratio()}, H0 = step 1's entropy)", [
+        def gap(r):
+            return (window_mean(r, "entropy", late, end) - target(r)) / target(r)
+
+        def above(r):
+            return sum(x["entropy"] >= target(r) for x in r) / len(r)
+
+        section("aer", f"AER: entropy against its target τ·H0 (τ = {tau}, H0 = mean entropy of steps 1–{k})", [
             (f"(H − τH0)/τH0, steps {late}–{end}", gap),
-            (f"steps with H ≥ τH0 (of {end})", lambda r: _frac_above(r, _aer_ratio())),
+            (f"steps with H ≥ τH0 (of {end})", above),
             (f"mean token entropy, steps {late}–{end}", lw("entropy")),
             (f"rollout accuracy, steps {late}–{end}", lw("accuracy")),
         ])  # fmt: skip
+        logged = per_seed(rows["aer"], lambda r: [x for x in r if "aer/target" in x][-1]["aer/target"])
+        drift = max(abs(logged[s] - target(r)) for s, r in rows["aer"].items())
+        md += [f"The AER runs' own logged target agrees with τ·H0 computed here to {drift:.1e}.", ""]
         alpha = per_seed(rows["aer"], whole("aer/alpha"))
         md += [f"AER alone: mean α over the run {fmt(mean_se(alpha.values()), 4)}.", ""]
         out["aer"]["alpha_mean"] = alpha
@@ -171,25 +180,28 @@ def summarize(rows: dict, evals: dict, late: int) -> tuple[str, dict]:
     return "\n".join(md), out
 
 
-def _frac_above(rows, ratio):
-    h0 = next(x["entropy"] for x in rows if int(x["step"]) == 1)
-    xs = [x["entropy"] >= ratio * h0 for x in rows]
-    return sum(xs) / len(xs)
+def yaml_load(path: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 def _spec_arm(name: str) -> dict:
-    import yaml
-
-    spec = yaml.safe_load((ROOT / "studies/mechanisms.yaml").read_text(encoding="utf-8"))
-    return yaml.safe_load((ROOT / spec["arms"][name]).read_text(encoding="utf-8"))["rl"]
+    spec = yaml_load(ROOT / "studies/mechanisms.yaml")
+    return yaml_load(ROOT / spec["arms"][name])["rl"]
 
 
 def _kl_target(bucket: str) -> float:
     return float(_spec_arm("aepo_kl")["aepo"]["kl_target"][BUCKETS.index(bucket)])
 
 
-def _aer_ratio() -> float:
-    return float(_spec_arm("aer")["aer"]["target_ratio"])
+def _aer_setting() -> tuple[float, int]:
+    """AER's target ratio τ and anchor steps K as the study's AER recipe sets them."""
+    from ares_cli.training.rl.config import resolve_rl_config
+
+    spec = yaml_load(ROOT / "studies/mechanisms.yaml")
+    cfg = resolve_rl_config(yaml_path=ROOT / spec["arms"]["aer"]).aer
+    return float(cfg.target_ratio), int(cfg.anchor_steps)
 
 
 def main(argv: list[str] | None = None) -> int:
