@@ -169,7 +169,8 @@ def summarize(rows: dict, evals: dict, late: int) -> tuple[str, dict]:
     section("branching", "Entropy-triggered branching", [
         ("hard-prompt correct per 1k generated tokens (whole run)", whole("rollout/hard_correct_per_ktoken")),
         ("correct per 1k generated tokens (whole run)", whole("rollout/correct_per_ktoken")),
-        ("generated tokens per step (whole run)", whole("tokens")),
+        ("generated tokens per step (whole run)", _generated_tokens),
+        ("tokens trained on per step, prompts and branch prefixes included (whole run)", whole("tokens")),
         ("rollout accuracy (whole run)", whole("accuracy")),
     ])  # fmt: skip
     if "branching" in rows:
@@ -178,6 +179,15 @@ def summarize(rows: dict, evals: dict, late: int) -> tuple[str, dict]:
         md += [f"Branching alone: hard-prompt branch points per step {fmt(mean_se(pts.values()), 2)}, "
                f"branch tokens per step {fmt(mean_se(toks.values()), 1)}.", ""]  # fmt: skip
     return "\n".join(md), out
+
+
+def _generated_tokens(rows: list[dict]) -> float:
+    """Response tokens sampled per step: the mean response length (branch continuations without their
+    prefix) times the responses, the G rollouts of every prompt plus the branches."""
+    cfg = _spec_arm("grpo")["rollout"]
+    per_step = [r["response_len"] * (cfg["prompts_per_step"] * cfg["group_size"] + r.get("branch/responses", 0))
+                for r in rows]  # fmt: skip
+    return sum(per_step) / len(per_step)
 
 
 def yaml_load(path: Path) -> dict:
