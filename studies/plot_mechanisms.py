@@ -38,7 +38,7 @@ def band(ax, runs: dict, key: str, label: str, color: str, span: int, where=None
     stats = [mean_se(c[s] for c in curves) for s in steps]
     mean = [x["mean"] for x in stats]
     se = [0.0 if math.isnan(x["se"]) else x["se"] for x in stats]
-    ax.plot(steps, mean, label=f"{label} ({len(curves)} seeds)", color=color, linewidth=1.5, **style)
+    ax.plot(steps, mean, label=f"{label} (seeds: {len(curves)})", color=color, linewidth=1.5, **style)
     ax.fill_between(steps, [m - e for m, e in zip(mean, se, strict=True)], [m + e for m, e in zip(mean, se, strict=True)],
                     color=color, alpha=0.2, linewidth=0)  # fmt: skip
 
@@ -96,21 +96,21 @@ def main(argv: list[str] | None = None) -> int:
             ax.set_title(f"{bucket}: non-window KL", fontsize=10), ax.set_xlabel("step"), ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
         save(fig, "study-aepo-kl.png")
+
+    def single(arm: str, label: str, key: str, title: str, name: str, target: str | None = None) -> None:
+        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        for a, text in (("grpo", "GRPO"), (arm, label)):
+            band(ax, runs[a], key, text, COLORS[a], span)
+        if target:
+            band(ax, runs[arm], target, f"{label} target", "black", 1, linestyle=":")
+        ax.set_title(title, fontsize=10), ax.set_xlabel("step"), ax.grid(alpha=0.3), ax.legend(fontsize=7)
+        save(fig, name)
+
     if "aer" in runs:
-        fig, ax = plt.subplots(figsize=(6.5, 3.6))
-        for arm, label in (("grpo", "GRPO"), ("aer", "AER")):
-            band(ax, runs[arm], "entropy", label, COLORS[arm], span)
-        band(ax, runs["aer"], "aer/target", "AER target τ·H0", "black", 1, linestyle=":")
-        ax.set_title("mean token entropy", fontsize=10), ax.set_xlabel("step"), ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-        save(fig, "study-aer.png")
+        single("aer", "AER", "entropy", "mean token entropy (AER target τ·H0)", "study-aer.png", "aer/target")
     if "branching" in runs:
-        fig, ax = plt.subplots(figsize=(6.5, 3.6))
-        for arm, label in (("grpo", "GRPO"), ("branching", "GRPO + branching")):
-            band(ax, runs[arm], "rollout/hard_correct_per_ktoken", label, COLORS[arm], span)
-        ax.set_title("hard prompts: correct per 1k generated tokens", fontsize=10), ax.set_xlabel("step")
-        ax.grid(alpha=0.3), ax.legend(fontsize=7)
-        save(fig, "study-branching.png")
+        single("branching", "GRPO + branching", "rollout/hard_correct_per_ktoken",
+               "hard prompts: correct per 1k generated tokens", "study-branching.png")  # fmt: skip
     if args.paec_long is not None:
         long = load(args.paec_long)
         fig, axes = plt.subplots(1, 2, figsize=(12, 3.6))
