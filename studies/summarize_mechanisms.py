@@ -100,6 +100,13 @@ def summarize(rows: dict, evals: dict, late: int) -> tuple[str, dict]:
         (f"rollout accuracy, steps {late}–{end}", lw("accuracy")),
         ("mean |R − R_acc| (whole run)", whole("aepo/shaping_abs_mean")),
     ])  # fmt: skip
+    section("aepo_shaping_easy", "AEPO's easy-bucket term alone (window quantile 0.8, appendix I reading)", [
+        (f"easy response length, steps {late}–{end}", lw("aepo/easy/response_len", "aepo/easy/size")),
+        (f"medium response length, steps {late}–{end}", lw("aepo/medium/response_len", "aepo/medium/size")),
+        (f"hard response length, steps {late}–{end}", lw("aepo/hard/response_len", "aepo/hard/size")),
+        (f"rollout accuracy, steps {late}–{end}", lw("accuracy")),
+        ("mean |R − R_acc| (whole run)", whole("aepo/shaping_abs_mean")),
+    ])  # fmt: skip
     if "aepo_kl" in rows:
         md += ["### AEPO dynamic KL: non-window KL per bucket against its target", "",
                "| bucket | δ_d | GRPO (κ fixed) | AEPO dynamic KL | KL/δ | final κ_d |", "|---|---|---|---|---|---|"]  # fmt: skip
