@@ -84,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
             for arm, label in (("grpo", "GRPO"), ("aepo_shaping", "AEPO shaping")):
                 band(ax, runs[arm], key, label, COLORS[arm], span, where)
             ax.set_title(title, fontsize=10), ax.set_xlabel("step"), ax.grid(alpha=0.3), ax.legend(fontsize=7)
+        if "aepo_shaping_easy" in runs:  # the easy term alone at a lower window threshold: easy length only
+            band(axes[0], runs["aepo_shaping_easy"], "aepo/easy/response_len", "AEPO easy term (q 0.8)",
+                 "tab:olive", span, "aepo/easy/size")  # fmt: skip
+            axes[0].legend(fontsize=7)
         save(fig, "study-aepo-shaping.png")
     if "aepo_kl" in runs:
         fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
