@@ -23,11 +23,16 @@ COLORS = {"grpo": "tab:gray", "paec": "tab:purple", "aer": "tab:blue", "aepo_kl"
 
 
 def smoothed(rows: list[dict], key: str, span: int, where: str | None = None) -> dict[int, float]:
-    """step -> trailing mean of ``key`` over the last ``span`` steps that logged a finite value."""
+    """step -> mean of ``key`` over the steps (step − span, step] that logged a finite value (and a
+    positive ``where``, e.g. a non-empty bucket); steps with none in their window are left out."""
     pts = [(int(r["step"]), float(r[key])) for r in rows
            if isinstance(r.get(key), int | float) and math.isfinite(r[key]) and (where is None or r.get(where))]  # fmt: skip
-    return {s: sum(v for _, v in pts[max(0, i - span + 1) : i + 1]) / len(pts[max(0, i - span + 1) : i + 1])
-            for i, (s, _) in enumerate(pts)}  # fmt: skip
+    out = {}
+    for step in sorted({int(r["step"]) for r in rows}):
+        window = [v for s, v in pts if step - span < s <= step]
+        if window:
+            out[step] = sum(window) / len(window)
+    return out
 
 
 def band(ax, runs: dict, key: str, label: str, color: str, span: int, where=None, **style) -> None:
