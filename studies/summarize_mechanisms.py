@@ -124,30 +124,32 @@ def summarize(rows: dict, evals: dict, late: int) -> tuple[str, dict]:
                       f"{fmt(ratio, 2)} | {fmt(mean_se(kappa.values()), 4)} |")  # fmt: skip
             out["aepo_kl"][d] = {"delta": delta, "arm": a, "grpo": b, "kappa_final": kappa}
         md.append("")
-    section("paec", "PAEC", [
-        ("H̄, relative change (first 10 → last 10 steps)", lambda r: relative_change(r, "paec/h_bar_step", 10)),
-        ("steps with H̄ ≥ H_low", lambda r: fraction_at_or_above(r, "paec/h_bar_step", "paec/h_low", 1, end)),
-        ("mean token entropy, relative change (first 10 → last 10 steps)", lambda r: relative_change(r, "entropy", 10)),
-        (f"mean token entropy, steps {late}–{end}", lw("entropy")),
-        (f"rollout accuracy, steps {late}–{end}", lw("accuracy")),
-    ])  # fmt: skip
-    if "paec" in rows:
-        floor = per_seed(
-            rows["paec"], lambda r: fraction_at_or_above(r, "paec/h_bar_step", "paec/h_low", 1, end)
-        )
-        gate = per_seed(rows["paec"], whole("paec/penalty_active"))
-        hbar = per_seed(rows["paec"], lambda r: relative_change(r, "paec/h_bar_step", 10))
-        md += [f"PAEC alone: steps with H̄ ≥ H_low {fmt(mean_se(floor.values()), 2)}; optimiser steps with the "
-               f"penalty on {fmt(mean_se(gate.values()), 2)}; H̄ relative change {fmt(mean_se(hbar.values()), 3)}.",
-               ""]  # fmt: skip
-        out["paec"]["alone"] = {"hbar_at_or_above_h_low": floor, "penalty_active": gate, "hbar_change": hbar}
-        if "paec" in evals and "grpo" in evals:
-            md += ["| toy-test (400 × 8) | GRPO | PAEC | paired Δ | Δ per seed |", "|---|---|---|---|---|"]
+    for arm, title in (("paec", "PAEC"), ("paec_strong", "PAEC, λ_ent ×10")):
+        section(arm, title, [
+            ("H̄, relative change (first 10 → last 10 steps)", lambda r: relative_change(r, "paec/h_bar_step", 10)),
+            ("steps with H̄ ≥ H_low", lambda r: fraction_at_or_above(r, "paec/h_bar_step", "paec/h_low", 1, end)),
+            ("H̄ / H_low, last 10 steps", lambda r: window_mean(r, "paec/h_bar_step", end - 9, end)
+             / window_mean(r, "paec/h_low", end - 9, end)),
+            ("mean token entropy, relative change (first 10 → last 10 steps)",
+             lambda r: relative_change(r, "entropy", 10)),
+            (f"mean token entropy, steps {late}–{end}", lw("entropy")),
+            (f"rollout accuracy, steps {late}–{end}", lw("accuracy")),
+        ])  # fmt: skip
+        if arm not in rows:
+            continue
+        gate = per_seed(rows[arm], whole("paec/penalty_active"))
+        md += [f"{title}: optimiser steps with the penalty on {fmt(mean_se(gate.values()), 2)}.", ""]
+        out[arm]["penalty_active"] = gate
+        if arm in evals and "grpo" in evals:
+            md += [
+                f"| toy-test (400 × 8) | GRPO | {title} | paired Δ | Δ per seed |",
+                "|---|---|---|---|---|",
+            ]
             for metric in ("maj@8", "pass@8", "avg@8"):
-                a = {s: e[metric] for s, e in evals["paec"].items()}
+                a = {s: e[metric] for s, e in evals[arm].items()}
                 b = {s: e[metric] for s, e in evals["grpo"].items() if s in a}
-                md.append(_pair_row(metric, a, b).replace("| " + metric, "| " + metric, 1))
-                out["paec"][metric] = {"arm": a, "grpo": b, "paired": paired(a, b)}
+                md.append(_pair_row(metric, a, b))
+                out[arm][metric] = {"arm": a, "grpo": b, "paired": paired(a, b)}
             md.append("")
     if "aer" in rows:
         tau, k = _aer_setting()
