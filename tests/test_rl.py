@@ -333,3 +333,16 @@ def test_algorithm_imports_run_one_way():
         deps = imported(name)
         assert not any("registry" in d and "algorithms.registry" not in d for d in deps), name
     assert not any(".algos_" in d for d in imported("algos.py"))
+
+
+def test_rl_stops_when_the_grader_fails(tiny_model_dir, tmp_path):
+    """An error grade scores 0; a grader failing on more than grading.max_error_rate of a step's responses
+    stops the run (naming the grader) instead of training on zero rewards."""
+    broken = "test_rl_graders:broken_grade"
+    with pytest.raises(StageFailure, match=r"grader test_rl_graders:broken_grade failed on \d+ of 8 samples"):
+        _train(_cfg(f"grading.grader={broken}"), tiny_model_dir, tmp_path / "stop")
+    _train(
+        _cfg(f"grading.grader={broken}", "grading.max_error_rate=1.0"), tiny_model_dir, tmp_path / "allowed"
+    )
+    rows = _rows(tmp_path / "allowed" / "metrics.jsonl")
+    assert len(rows) == 2 and all(0.0 < r["grade/error_frac"] <= 1.0 for r in rows)

@@ -11,3 +11,10 @@ def parity_grade(gold: str, response: str) -> bool:
 
 def test_parity_grade():
     assert parity_grade("1", "ab") and not parity_grade("1", "abc")
+
+
+def broken_grade(gold: str, response: str) -> bool:
+    """Fails on every response with an odd number of characters (about half of them)."""
+    if len(response) % 2:
+        raise RuntimeError("no parser for this answer")
+    return True

@@ -114,12 +114,18 @@ def test_paec_with_zero_coefficients_trains_exactly_like_grpo(tiny_model_dir, tm
     base = yaml.safe_load((ROOT / long_spec["arms"]["grpo"]).read_text())["rl"]
     assert base["algo"] == "paec" and base["paec"]["alpha"] == 0.0 and base["paec"]["lambda_ent"] == 0.0
     runs = {}
-    for name, sets in (("grpo", ("algo=grpo",)), ("paec0", ("algo=paec", "paec.alpha=0", "paec.lambda_ent=0"))):
+    for name, sets in (
+        ("grpo", ("algo=grpo",)),
+        ("paec0", ("algo=paec", "paec.alpha=0", "paec.lambda_ent=0")),
+    ):
         out = tmp_path / name
         _train(_cfg(*sets), tiny_model_dir, out)
         from safetensors.torch import load_file
 
-        runs[name] = (_rows(out / "metrics.jsonl"), load_file(str(next((out / "model").glob("*.safetensors")))))
+        runs[name] = (
+            _rows(out / "metrics.jsonl"),
+            load_file(str(next((out / "model").glob("*.safetensors")))),
+        )
     (g_rows, g_w), (p_rows, p_w) = runs["grpo"], runs["paec0"]
     for g, p in zip(g_rows, p_rows, strict=True):
         for key in ("pg_loss", "kl_loss", "grad_norm", "reward", "entropy"):

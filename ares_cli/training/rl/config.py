@@ -184,6 +184,10 @@ class GradingConfig:
     grader: str = option("math_verify", "Grader name or module:function.")
     workers: int = option(2, "Grading worker processes per rank.", ge=1, le=256)
     timeout_s: float = option(10.0, "Hard per-response grading timeout (the worker is killed).", gt=0.0)
+    max_error_rate: float = option(
+        0.1, "Stop when the grader fails (grade 'error') on more than this share of the responses so far.",
+        ge=0.0, le=1.0,
+    )  # fmt: skip
 
     def check(self) -> None:
         """The grader must resolve before any rollout (a standard-library callable is refused)."""

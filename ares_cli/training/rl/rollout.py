@@ -180,10 +180,12 @@ def collect_groups(
     which a :class:`~ares_cli.errors.StageFailure` names the counts. Returns (groups, cursor, stats).
     """
     from ares_cli.errors import StageFailure
+    from ares_cli.stages.sampling import ERROR_CHECK_MIN_SAMPLES, check_grade_errors
     from ares_cli.training.rl.rewards import filter_group, response_reward
 
     want, f = cfg.rollout.prompts_per_step, cfg.filter
     kept: list[Group] = []
+    grades: list[str] = []
     reasons = {"all_equal": 0, "out_of_band": 0}
     rounds = 0
     while len(kept) < want:
@@ -196,7 +198,11 @@ def collect_groups(
             )
         draws = sampler.draw(cursor, want)
         cursor, rounds = cursor + want, rounds + 1
-        for g in generate(draws):
+        groups = generate(draws)
+        grades += [x for g in groups for x in g.grades]
+        if len(grades) >= ERROR_CHECK_MIN_SAMPLES:  # an error grade scores 0: a broken grader must not train
+            check_grade_errors(grades, cfg.grading.max_error_rate, cfg.grading.grader, [])
+        for g in groups:
             g.rewards = [response_reward(grade, len(ids), cfg.reward, cfg.rollout.max_new_tokens)
                          for grade, ids in zip(g.grades, g.response_ids, strict=True)]  # fmt: skip
             verdict = filter_group(g.rewards, g.correct, f)
@@ -206,7 +212,9 @@ def collect_groups(
                 reasons[verdict.reason] += 1
         if len(kept) < want and f.mode != "off":
             log(f"  dynamic sampling: {len(kept)}/{want} prompts kept after round {rounds}")
-    stats = {"filter/rounds": float(rounds), "filter/dropped_all_equal": float(reasons["all_equal"]),
+    if len(grades) < ERROR_CHECK_MIN_SAMPLES:
+        check_grade_errors(grades, cfg.grading.max_error_rate, cfg.grading.grader, [])
+    stats = {"grade/error_frac": grades.count("error") / max(len(grades), 1), "filter/rounds": float(rounds), "filter/dropped_all_equal": float(reasons["all_equal"]),
              "filter/dropped_out_of_band": float(reasons["out_of_band"]),
              "filter/kept_frac": len(kept) / float(rounds * want)}  # fmt: skip
     return kept[:want], cursor, stats
