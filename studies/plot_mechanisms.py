@@ -19,7 +19,7 @@ from ares_cli.report.figures import read_rows  # noqa: E402
 from ares_cli.report.study import mean_se  # noqa: E402
 
 COLORS = {"grpo": "tab:gray", "paec": "tab:purple", "aer": "tab:blue", "aepo_kl": "tab:orange",
-          "aepo_shaping": "tab:green", "branching": "tab:red"}  # fmt: skip
+          "aepo_shaping": "tab:green", "branching": "tab:red", "paec_strong": "tab:pink"}  # fmt: skip
 
 
 def smoothed(rows: list[dict], key: str, span: int, where: str | None = None) -> dict[int, float]:
@@ -123,9 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.paec_long is not None:
         long = load(args.paec_long)
         fig, axes = plt.subplots(1, 2, figsize=(12, 3.6))
-        for arm, label in (("grpo", "GRPO"), ("paec", "PAEC")):
-            band(axes[0], long[arm], "paec/h_bar_step", f"{label} H̄", COLORS[arm], span)
-            band(axes[1], long[arm], "entropy", label, COLORS[arm], span)
+        for arm, label in (("grpo", "GRPO"), ("paec", "PAEC"), ("paec_strong", "PAEC, λ_ent 100")):
+            if arm in long:
+                band(axes[0], long[arm], "paec/h_bar_step", f"{label} H̄", COLORS[arm], span)
+                band(axes[1], long[arm], "entropy", label, COLORS[arm], span)
         band(axes[0], long["paec"], "paec/h_low", "PAEC H_low", "black", 1, linestyle=":")
         axes[0].set_title("H̄ (PAEC's masked nucleus entropy)", fontsize=10)
         axes[1].set_title("mean token entropy", fontsize=10)
