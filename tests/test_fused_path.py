@@ -128,23 +128,11 @@ def test_fused_path_refuses_a_head_it_cannot_reproduce():
 
 def test_fused_matches_logits_path_through_the_rl_image_batch(tiny_vl_dir, vl_images):
     """The RL batch of the tiny Qwen2.5-VL builder (processor, images per group, 3-D rotary positions)."""
-    from test_vl_rl import TINY, vl_problems
+    from test_vl_rl import vl_rl_batch
 
-    from ares_cli.models import load_model, load_processor, load_tokenizer
-    from ares_cli.training.rl.batch import collate
-    from ares_cli.training.rl.config import resolve_rl_config
-    from ares_cli.training.rl.rollout import Group, prompt_ids, prompt_request
+    from ares_cli.models import load_model
 
-    model, tok = load_model(tiny_vl_dir), load_tokenizer(tiny_vl_dir)
-    proc = load_processor(tiny_vl_dir, min_pixels=784, max_pixels=3136)
-    r = resolve_rl_config(sets=TINY).rollout
-    gen = torch.Generator().manual_seed(0)
-    groups = []
-    for i, p in enumerate(vl_problems(vl_images, 3)):
-        req = prompt_request(tok, p, r, processor=proc)
-        responses = [torch.randint(5, 80, (int(n),), generator=gen).tolist() for n in (3, 7)]
-        groups.append(Group(i, p["id"], prompt_ids(tok, req, proc), responses, ["stop"] * 2, ["correct"] * 2,
-                            images=list(req.images)))  # fmt: skip
-    mb = collate(groups, pad_id=tok.pad_token_id, processor=proc)
+    model = load_model(tiny_vl_dir)
+    mb = vl_rl_batch(tiny_vl_dir, vl_images)[3]
     assert mb.vision is not None
     _assert_same(_run(model, mb, "fused"), _run(model, mb, "logits"))

@@ -29,6 +29,27 @@ def vl_problems(images, n=4) -> list[dict]:
             for i in range(n)]  # fmt: skip
 
 
+def vl_rl_batch(model_dir, images):
+    """Three image prompts of the tiny Qwen2.5-VL, two random responses each (3 and 7 tokens), collated:
+    (tokenizer, processor, groups, batch)."""
+    from ares_cli.models import load_processor, load_tokenizer
+    from ares_cli.training.rl.batch import collate
+    from ares_cli.training.rl.config import resolve_rl_config
+    from ares_cli.training.rl.rollout import Group, prompt_ids, prompt_request
+
+    tok = load_tokenizer(model_dir)
+    proc = load_processor(model_dir, min_pixels=784, max_pixels=3136)
+    r = resolve_rl_config(sets=TINY).rollout
+    gen = torch.Generator().manual_seed(0)
+    groups = []
+    for i, p in enumerate(vl_problems(images, 3)):
+        req = prompt_request(tok, p, r, processor=proc)
+        responses = [torch.randint(5, 80, (int(n),), generator=gen).tolist() for n in (3, 7)]
+        groups.append(Group(i, p["id"], prompt_ids(tok, req, proc), responses, ["stop"] * 2, ["correct"] * 2,
+                            images=list(req.images)))  # fmt: skip
+    return tok, proc, groups, collate(groups, pad_id=tok.pad_token_id, processor=proc)
+
+
 def _train(sets, model_dir, problems, out):
     from ares_cli.training.rl.config import resolve_rl_config
     from ares_cli.training.rl.trainer import train_rl
@@ -64,23 +85,13 @@ def test_one_rl_step_with_images(algo, tiny_vl_dir, vl_images, tmp_path):
 def test_rescoring_sees_the_same_images_as_each_row_alone(tiny_vl_dir, vl_images, tmp_path):
     """Batched old-policy log-probs (left/right padding, rows with different images) equal each row scored
     alone through the model's own multimodal path (its own rope index); a wrong image changes them."""
-    from ares_cli.models import load_model, load_processor, load_tokenizer
+    from ares_cli.models import load_model
     from ares_cli.models.vision import mm_token_type_ids
     from ares_cli.training.rl.batch import collate, rollout_pass
-    from ares_cli.training.rl.config import resolve_rl_config
-    from ares_cli.training.rl.rollout import Group, prompt_ids, prompt_request
+    from ares_cli.training.rl.rollout import Group
 
-    model, tok = load_model(tiny_vl_dir).eval(), load_tokenizer(tiny_vl_dir)
-    proc = load_processor(tiny_vl_dir, min_pixels=784, max_pixels=3136)
-    r = resolve_rl_config(sets=TINY).rollout
-    gen = torch.Generator().manual_seed(0)
-    groups = []
-    for i, p in enumerate(vl_problems(vl_images, 3)):
-        req = prompt_request(tok, p, r, processor=proc)
-        responses = [torch.randint(5, 80, (int(n),), generator=gen).tolist() for n in (3, 7)]
-        groups.append(Group(i, p["id"], prompt_ids(tok, req, proc), responses, ["stop"] * 2, ["correct"] * 2,
-                            images=list(req.images)))  # fmt: skip
-    batch = collate(groups, pad_id=tok.pad_token_id, processor=proc)
+    model = load_model(tiny_vl_dir).eval()
+    tok, proc, groups, batch = vl_rl_batch(tiny_vl_dir, vl_images)
     rollout_pass(model, batch, stats=("logprob",), prefix="old_", micro=4, temperature=1.0)
     from ares_cli.models.vision import encode_images
 
