@@ -50,6 +50,20 @@ def _peak_mib(device: str, base: int) -> float | None:
     return None  # CPU: see benchmarks/bench_memory.py for RSS-based peaks
 
 
+def _median_seconds(fn, device: str, repeats: int, after=lambda: None) -> float:
+    """Median wall time of ``fn()`` over ``repeats`` calls, synchronised around each; ``after`` runs
+    between calls, outside the timing (e.g. clearing gradients)."""
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+        after()
+    return statistics.median(times)
+
+
 def _head_row(r: int, weight, args, g) -> dict:
     """Fused and logits path at ``r`` response tokens: median time and peak memory above the inputs."""
     from ares_cli.algorithms.token_stats import fused_token_stats, token_stats
@@ -68,20 +82,15 @@ def _head_row(r: int, weight, args, g) -> dict:
         s = token_stats(h @ weight.t(), y, stats=("logprob", "entropy"), chunk_size=args.chunk_size)
         ((s.logprob * adv).sum() + s.entropy.sum() * 0).backward()
 
+    def clear():
+        h.grad = weight.grad = None
+
     row = {"response_tokens": r}
     for name, fn in (("fused", fused), ("logits", logits)):
         fn()  # warm-up
-        h.grad = weight.grad = None
+        clear()
         base = _peak_reset(device)
-        times = []
-        for _ in range(args.repeats):
-            _sync(device)
-            t0 = time.perf_counter()
-            fn()
-            _sync(device)
-            times.append(time.perf_counter() - t0)
-            h.grad = weight.grad = None
-        row[f"{name}_s"] = round(statistics.median(times), 5)
+        row[f"{name}_s"] = round(_median_seconds(fn, device, args.repeats, after=clear), 5)
         row[f"{name}_peak_mib"] = _peak_mib(device, base)
     row["time_ratio_fused_to_logits"] = round(row["fused_s"] / row["logits_s"], 3)
     if row["fused_peak_mib"] is not None and row["logits_peak_mib"]:
@@ -179,14 +188,7 @@ def rl_step(args) -> dict:
 
     step()  # warm-up (allocator, kernels, optimizer state)
     base = _peak_reset(device)
-    times = []
-    for _ in range(args.repeats):
-        _sync(device)
-        t0 = time.perf_counter()
-        step()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    dt = statistics.median(times)
+    dt = _median_seconds(step, device, args.repeats)
     fwd = model_flops(mcfg, prompt, response, rows)["forward"]
     flops = 2 * fwd + 3 * fwd  # two no-grad forwards (old policy, reference) + forward/backward of the update
     tokens = rows * (prompt + response)
