@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
-    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.store.artifacts import ArtifactStore
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

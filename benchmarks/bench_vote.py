@@ -54,8 +54,8 @@ def make_case(problems: int, k: int, frac: float, seed: int) -> tuple[list[dict]
 
 
 def bench_stage(tmp: Path, problems: Path, samples: Path, workers: int, timeout_s: float) -> dict:
-    from ares_cli.artifacts import ArtifactStore
     from ares_cli.stages.evaluate import EvalConfig, run_eval
+    from ares_cli.store.artifacts import ArtifactStore
 
     cfg = EvalConfig(grader="math_verify", grade_workers=workers, grade_timeout_s=timeout_s)
     started = time.perf_counter()

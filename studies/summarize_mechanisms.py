@@ -33,7 +33,7 @@ BUCKETS = ("easy", "medium", "hard")
 
 def load(out: Path) -> tuple[dict, dict]:
     """arm -> seed -> metric rows, and arm -> seed -> eval results (overall, first benchmark)."""
-    from ares_cli.artifacts import verify_enclosing
+    from ares_cli.store.artifacts import verify_enclosing
 
     index = json.loads((out / "index.json").read_text(encoding="utf-8"))
     rows, evals = {}, {}

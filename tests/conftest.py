@@ -35,7 +35,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_vl_dir(tmp_path_factory) -> Path:
     """A tiny random Qwen2.5-VL (real transformers class) with tokenizer and processor (seed 0)."""
-    from ares_cli.models.tiny_vl import save_tiny_vl
+    from ares_cli.toy.tiny_vl import save_tiny_vl
 
     out = tmp_path_factory.mktemp("tiny-vl")
     save_tiny_vl(out, seed=0)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ares_cli.artifacts import ArtifactStore, InputRef, RowLog, stage_key
 from ares_cli.errors import IntegrityError, StageFailure, StageLocked
+from ares_cli.store.artifacts import ArtifactStore, InputRef, RowLog, stage_key
 
 
 def _open(store, config=None, inputs=(), force=False):
@@ -93,7 +93,7 @@ def test_rowlog_refuses_duplicates_and_drops_torn_line(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys, time
-    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.store.artifacts import ArtifactStore
     store = ArtifactStore(sys.argv[1])
     run = store.open_stage("demo", code_version="1", config={"n": 40}, inputs=[])
     if run.up_to_date:

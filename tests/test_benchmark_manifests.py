@@ -229,8 +229,8 @@ def test_subset_without_match_is_an_input_error(tmp_path):
 
 def test_math500_levels_and_response_length_per_level_through_eval(tmp_path):
     """MATH-500's `level` becomes the difficulty: eval reports accuracy and mean length per level 1-5."""
-    from ares_cli.artifacts import ArtifactStore
     from ares_cli.stages.evaluate import EvalConfig, run_eval
+    from ares_cli.store.artifacts import ArtifactStore
 
     rows = [{"problem": f"P{lv}", "solution": "", "answer": str(lv), "subject": "Algebra", "level": lv,
              "unique_id": f"test/{lv}.json"} for lv in range(1, 6)]  # fmt: skip

@@ -62,7 +62,7 @@ def test_a_launched_rank_keeps_exit_codes_and_output(tmp_path):
 
 
 def test_verify_exits_4_naming_the_file(tmp_path):
-    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.store.artifacts import ArtifactStore
 
     run = ArtifactStore(tmp_path).open_stage("demo", code_version="1", config={}, inputs=[])
     (run.work_dir / "rows.jsonl").write_text('{"a": 1}\n')

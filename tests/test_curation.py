@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ares_cli.curation import (
+from ares_cli.algorithms.curation import (
     Candidate,
     CurationConfig,
     choose_nearest,
@@ -285,7 +285,7 @@ def test_plot_points_and_png(tmp_path):
     ]
     assert points[0]["target_len"] == pytest.approx(156.25)
     pytest.importorskip("matplotlib")
-    from ares_cli.curation_plot import plot_length_vs_passrate
+    from ares_cli.report.plot_curate import plot_length_vs_passrate
 
     out = tmp_path / "len.png"
     plot_length_vs_passrate(points, out)

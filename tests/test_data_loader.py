@@ -40,7 +40,9 @@ def fake_hub(monkeypatch):
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
     # the in-memory hub is the local cache too (an id it lacks fails before load_dataset is called)
-    monkeypatch.setattr("ares_cli.hub.is_cached", lambda repo_id, kind: any(p == repo_id for p, _, _ in hub))
+    monkeypatch.setattr(
+        "ares_cli.data.hub.is_cached", lambda repo_id, kind: any(p == repo_id for p, _, _ in hub)
+    )
     return hub, calls
 
 

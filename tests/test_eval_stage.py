@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import run_ares
 
-from ares_cli.artifacts import ArtifactStore
 from ares_cli.stages.evaluate import EvalConfig, markdown_table, parse_bench, run_eval
+from ares_cli.store.artifacts import ArtifactStore
 
 PROBLEMS = [
     {"id": "p1", "source": "s", "problem": "half?", "answer": "0.5", "meta": {"difficulty": 1}},

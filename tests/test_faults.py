@@ -188,7 +188,7 @@ class _FillingDisk:
 
 def _fail_second_write(monkeypatch, code: int):
     """The second batch of rows a RowLog writes hits a full (or read-only) disk."""
-    from ares_cli.rowlog import RowLog
+    from ares_cli.store.rowlog import RowLog
 
     original, calls = RowLog.write, []
 

@@ -18,7 +18,7 @@ from ares_cli.grading import (
     resolve_grader,
 )
 from ares_cli.grading.graders import boxed_int_grade, math_verify_version, normalize_grade
-from ares_cli.metrics import majority_correct
+from ares_cli.scoring.metrics import majority_correct
 
 # -- custom graders, imported by name in the worker processes ------------------------------------------
 

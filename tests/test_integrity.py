@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from ares_cli import integrity
-from ares_cli.artifacts import ArtifactStore
 from ares_cli.errors import IntegrityError
+from ares_cli.store import integrity
+from ares_cli.store.artifacts import ArtifactStore
 
 
 def _artifact(store, name="a", files=None, config=None):
@@ -153,7 +153,7 @@ def test_a_manifest_copied_from_another_artifact_is_refused(tmp_path):
     renamed = tmp_path.parent / f"{tmp_path.name}-copy" / "my-model"
     shutil.copytree(other, renamed)  # a copy under a name of the user's choosing still verifies
     assert ArtifactStore(tmp_path).input_ref("x", renamed).artifact_id == other.name
-    from ares_cli.artifacts import verify_enclosing
+    from ares_cli.store.artifacts import verify_enclosing
 
     verify_enclosing(renamed / "w.bin")
     assert not (renamed.parent.parent / integrity.RECORD_FILE).exists()  # no record dropped outside a store

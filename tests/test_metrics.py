@@ -7,7 +7,7 @@ import math
 import pytest
 
 from ares_cli.errors import UsageError
-from ares_cli.metrics import (
+from ares_cli.scoring.metrics import (
     ProblemSamples,
     breakdown,
     group_samples,

@@ -1,6 +1,6 @@
 """Held-out check: pass@k, avg@K and their standard errors against an independent implementation.
 
-The reference is written differently from ``ares_cli.metrics``: pass@k by exact enumeration of every
+The reference is written differently from ``ares_cli.scoring.metrics``: pass@k by exact enumeration of every
 k-subset of the samples (``itertools.combinations``) and by the closed form 1 - C(n-c, k)/C(n, k) on
 integers (the estimator lighteval and the Codex paper use), both in exact ``Fraction`` arithmetic; the
 standard error from the exact sample variance. They must agree with the library to 1e-12.
@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import pytest
 
-from ares_cli import metrics
+from ares_cli.scoring import metrics
 
 
 def pass_at_k_enumerated(outcomes: list[bool], k: int) -> Fraction:

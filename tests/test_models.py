@@ -9,7 +9,7 @@ pytest.importorskip("transformers")
 
 from ares_cli import models  # noqa: E402
 from ares_cli.errors import UsageError  # noqa: E402
-from ares_cli.models.tiny_vl import VLShape, mrope_section, save_tiny_vl  # noqa: E402
+from ares_cli.toy.tiny_vl import VLShape, mrope_section, save_tiny_vl  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_ares
 
-from ares_cli.artifacts import ArtifactStore
 from ares_cli.errors import InputError
 from ares_cli.stages.passrate import (
     PassrateConfig,
@@ -22,6 +21,7 @@ from ares_cli.stages.passrate import (
     run_passrate,
     summary_stats,
 )
+from ares_cli.store.artifacts import ArtifactStore
 
 ARGS = (  # fmt: skip
     "--data",

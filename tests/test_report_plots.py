@@ -65,9 +65,9 @@ def test_eval_figure_and_a_tampered_artifact(tmp_path):
     from test_eval_stage import _write
     from typer.testing import CliRunner
 
-    from ares_cli.artifacts import ArtifactStore
     from ares_cli.main import app
     from ares_cli.stages.evaluate import EvalConfig, run_eval
+    from ares_cli.store.artifacts import ArtifactStore
 
     problems, samples = _write(tmp_path)
     run, _ = run_eval(ArtifactStore(tmp_path / "art"), model=None, cfg=EvalConfig(grade_workers=1),

@@ -92,7 +92,7 @@ def test_killed_run_resumes_automatically(tiny, tmp_path, monkeypatch):
 
 
 def test_artifact_ids_as_inputs(tiny, tmp_path):
-    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.store.artifacts import ArtifactStore
 
     model, data = tiny
     store = ArtifactStore(tmp_path)

@@ -121,7 +121,7 @@ def test_teacher_trace_reads_the_image_first_and_ends_in_the_answer():
 def test_training_batch_labels_only_the_response():
     from PIL import Image
 
-    from ares_cli.models.tiny_vl import build_processor, build_vl_tokenizer
+    from ares_cli.toy.tiny_vl import build_processor, build_vl_tokenizer
     from ares_cli.toy.vision_build import vl_base_shape
 
     processor = build_processor(build_vl_tokenizer(), vl_base_shape())
@@ -150,7 +150,7 @@ def test_shipped_vl_base_loads_with_the_real_class_and_matches_its_build_info():
         pytest.fail(f"prebuilt visual toy base missing at {vl_base_dir()}")
     info = json.loads(info_path.read_text())
     assert info["build_config"] == vl_build_config(seed=info["seed"])
-    from ares_cli.hashing import sha256_file
+    from ares_cli.store.hashing import sha256_file
     from ares_cli.toy.build import base_dir
 
     # built from the text base that ships now (rebuild the VL base after rebuilding the text one)
@@ -199,8 +199,8 @@ def test_language_model_starts_from_the_text_toy_base():
     from transformers import AutoModelForCausalLM
 
     from ares_cli.errors import UsageError
-    from ares_cli.models.tiny_vl import build_tiny_vl, build_vl_tokenizer
     from ares_cli.toy.build import base_dir
+    from ares_cli.toy.tiny_vl import build_tiny_vl, build_vl_tokenizer
     from ares_cli.toy.vision_build import VisionBuildConfig, load_text_base_into, vl_base_shape
 
     tokenizer = build_vl_tokenizer()
@@ -225,7 +225,7 @@ def test_the_same_seed_builds_the_same_weights(tmp_path):
     import torch
     from safetensors.torch import load_file
 
-    from ares_cli.models.tiny_vl import VLShape
+    from ares_cli.toy.tiny_vl import VLShape
     from ares_cli.toy.vision_build import build_vl_base
 
     def build(name: str, seed: int):

@@ -10,7 +10,7 @@ import pytest
 from test_rl import _cfg, _train
 
 from ares_cli.errors import UsageError
-from ares_cli.tracking import MetricLog, parse_report_to, scalars
+from ares_cli.training.tracking import MetricLog, parse_report_to, scalars
 
 
 def _rows(path: Path) -> list[dict]:

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from ares_cli.artifacts import ArtifactStore
 from ares_cli.console import emit, options
 from ares_cli.errors import AresError, IntegrityError
+from ares_cli.store.artifacts import ArtifactStore
 
 app = typer.Typer(
     help="Inspect stored artifacts: list, show manifests, trace lineage, verify hashes.", no_args_is_help=True

@@ -40,9 +40,9 @@ def command(
     """Choose, per problem, the correct response nearest L_target(p) = (1-p)L(0) + pL(1), uniformly over
     pass-rate brackets (ARES section 3.1)."""
     from ares_cli import config as cfgmod
-    from ares_cli.artifacts import ArtifactStore
-    from ares_cli.curation import CurationConfig
+    from ares_cli.algorithms.curation import CurationConfig
     from ares_cli.stages.curate import run_curate
+    from ares_cli.store.artifacts import ArtifactStore
 
     opts = options(ctx)
     flags = sampling_flags(mode=mode, per_bracket=per_bracket, size=size, seed=seed)

@@ -63,8 +63,8 @@ def command(
 ) -> None:
     """Sample K responses per problem and score them (results.json, results.md, a table on stderr)."""
     from ares_cli import config as cfgmod
-    from ares_cli.artifacts import ArtifactStore
     from ares_cli.stages.evaluate import EvalConfig, run_eval
+    from ares_cli.store.artifacts import ArtifactStore
 
     opts = options(ctx)
     flags = sampling_flags(
@@ -131,10 +131,10 @@ def _print_tables(opts, results) -> None:
 def _run_suite(opts, name, *, model, bench, data, replay, config, sets, flags, force) -> None:
     """``ares eval --suite NAME``: one eval artifact per benchmark, then the suite artifact and its table."""
     from ares_cli import config as cfgmod
-    from ares_cli.artifacts import ArtifactStore
     from ares_cli.errors import UsageError
     from ares_cli.stages.evaluate import EvalConfig
     from ares_cli.stages.suite import load_suite, run_suite
+    from ares_cli.store.artifacts import ArtifactStore
 
     if bench or data or replay:
         raise UsageError("--suite names its own benchmarks: drop --bench/--data/--from-samples/--regrade")

@@ -55,8 +55,8 @@ def passrate_command(
     if ctx.invoked_subcommand is not None:
         return
     from ares_cli import config as cfgmod
-    from ares_cli.artifacts import ArtifactStore
     from ares_cli.stages.passrate import PassrateConfig, run_passrate
+    from ares_cli.store.artifacts import ArtifactStore
 
     opts = options(ctx)
     if data is None:
@@ -95,8 +95,8 @@ def merge_command(
     force: Force = False,
 ) -> None:
     """Combine 'passrate --shard i/n' artifacts into one, equal in rows to an unsharded run."""
-    from ares_cli.artifacts import ArtifactStore
     from ares_cli.stages.passrate import merge_shards
+    from ares_cli.store.artifacts import ArtifactStore
 
     opts = options(ctx)
     run, stats = merge_shards(ArtifactStore(opts.artifacts_root), shards, force=force)

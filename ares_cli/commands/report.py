@@ -32,9 +32,9 @@ def compare_command(
     ] = None,
 ) -> None:
     """Accuracy and mean length per difficulty, Spearman(length, difficulty), and paired Δ vs a baseline."""
-    from ares_cli.artifacts import ArtifactStore, verify_enclosing
     from ares_cli.report.compare import comparison, markdown, rich_table
     from ares_cli.report.suite_compare import is_suite, suite_comparison, suite_markdown
+    from ares_cli.store.artifacts import ArtifactStore, verify_enclosing
 
     opts = options(ctx)
     if markdown_out and not Path(markdown_out).parent.is_dir():
@@ -91,8 +91,8 @@ def plot_command(
     ),
 ) -> None:
     """Figures per artifact kind (PNG + SVG): training curves, controllers, per-difficulty bars, Pass@k."""
-    from ares_cli.artifacts import ArtifactStore
     from ares_cli.report.figures import plot_artifacts, resolve
+    from ares_cli.store.artifacts import ArtifactStore
 
     opts = options(ctx)
     arts = resolve(ArtifactStore(opts.artifacts_root), artifacts)
@@ -144,9 +144,9 @@ def html_command(
     ] = None,
 ) -> None:
     """One self-contained HTML page: stages, comparison, every figure inline, lineage of each model."""
-    from ares_cli.artifacts import ArtifactStore
     from ares_cli.report.html import write_report
     from ares_cli.report.pipeline_report import load_run, run_of_artifacts
+    from ares_cli.store.artifacts import ArtifactStore
 
     opts = options(ctx)
     first = Path(targets[0])

@@ -90,10 +90,10 @@ def command(
     ] = "jsonl",
 ) -> None:
     """RL: AEPO / PAEC / GRPO / DAPO / ...; checkpoints, metrics.jsonl and the final model."""
-    from ares_cli import tracking
-    from ares_cli.artifacts import ArtifactStore
     from ares_cli.data.loader import load_problems
     from ares_cli.stages.inputs import dataset_ref, resolve_model
+    from ares_cli.store.artifacts import ArtifactStore
+    from ares_cli.training import tracking
     from ares_cli.training.rl import config as rlconfig
     from ares_cli.training.rl import trainer
 

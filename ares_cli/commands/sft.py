@@ -105,11 +105,10 @@ def command(
     ] = "jsonl",
 ) -> None:
     """Cold-start supervised fine-tuning: loss on assistant tokens only; resumes a killed run automatically."""
-    from ares_cli import tracking
-    from ares_cli.artifacts import ArtifactStore
     from ares_cli.config import resolve, to_dict
     from ares_cli.stages.inputs import resolve_model
-    from ares_cli.training import sft
+    from ares_cli.store.artifacts import ArtifactStore
+    from ares_cli.training import sft, tracking
 
     opts = options(ctx)
     trackers = tracking.parse_report_to(report_to)

@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from ares_cli.artifacts import ArtifactStore
 from ares_cli.console import emit, options
+from ares_cli.store.artifacts import ArtifactStore
 
 app = typer.Typer(
     help="The embedded toy world: chained arithmetic, a teacher, a tiny model.", no_args_is_help=True

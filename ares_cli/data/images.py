@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ares_cli.errors import InputError
-from ares_cli.hashing import sha256_file
+from ares_cli.store.hashing import sha256_file
 
 FIELD = "images"
 
@@ -157,9 +157,9 @@ def hashable_records(records: Sequence[dict]) -> list[dict]:
 def images_input_ref(jsonl: str | Path, *, role: str = "images"):
     """An InputRef over the bytes of every image a JSONL file's rows name (paths relative to the file), or
     None when no row has images; a training stage adds it so replacing an image reruns the stage."""
-    from ares_cli.artifacts import InputRef
     from ares_cli.data.jsonl import parse_jsonl
-    from ares_cli.hashing import canonical_json, sha256_text
+    from ares_cli.store.artifacts import InputRef
+    from ares_cli.store.hashing import canonical_json, sha256_text
 
     rows, _ = parse_jsonl(Path(jsonl))
     digests = []

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ares_cli.errors import InputError, InputErrors
-from ares_cli.hashing import canonical_json, json_default, sha256_file, sha256_records  # noqa: F401  (re-exported)
+from ares_cli.store.hashing import canonical_json, json_default, sha256_file, sha256_records  # noqa: F401  (re-exported)
 
 
 def parse_jsonl(path: str | Path) -> tuple[list[tuple[int, dict]], list[InputError]]:

@@ -135,7 +135,7 @@ def read_hf(
     """Rows of a hub dataset (or local ``datasets`` directory), configs concatenated in order."""
     import datasets
 
-    from ares_cli.hub import require_fetchable
+    from ares_cli.data.hub import require_fetchable
 
     table = _Table([], [])
     if split and "+" in split:  # several splits, concatenated in order (DynaMath's ten variants)

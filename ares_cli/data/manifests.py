@@ -14,7 +14,7 @@ Schema (unknown keys are errors)::
     difficulty_field: level         # optional column copied to meta.difficulty
     grader: math                    # math (default) | choice | boxed_int | module:function
     subset: {problem_version: Vision Only}   # optional: keep only rows whose columns equal these values
-    aggregate: {kind: worst_case, group: qid}  # optional benchmark score (ares_cli.aggregations)
+    aggregate: {kind: worst_case, group: qid}  # optional benchmark score (ares_cli.scoring.aggregations)
 
 Lookup order: ``$ARES_MANIFESTS`` (os.pathsep-separated, first wins), then the repository's top-level
 ``data_manifests/`` (``Path(ares_cli.__file__).parents[1]``), then ``ares_cli/data_manifests/`` if installed.
@@ -201,7 +201,7 @@ def parse_manifest(path: str | Path) -> Manifest:
         err("subset", "must be a non-empty mapping of column: value")
     aggregate = doc.get("aggregate")
     if aggregate is not None:
-        from ares_cli.aggregations import check_spec
+        from ares_cli.scoring.aggregations import check_spec
 
         try:
             check_spec(aggregate)

@@ -3,7 +3,7 @@
 - :mod:`ares_cli.models.loading`: text or vision-language model, tokenizer, processor, dtype, freezing.
 - :mod:`ares_cli.models.heads`: the decoder trunk (final hidden states) and the ``lm_head`` weight.
 - :mod:`ares_cli.models.processor`: an image-only Qwen2.5-VL processor (works without torchvision).
-- :mod:`ares_cli.models.tiny_vl`: a tiny random-initialised Qwen2.5-VL for tests and the visual toy world.
+- :mod:`ares_cli.toy.tiny_vl`: a tiny random-initialised Qwen2.5-VL for tests and the visual toy world.
 
 Importing this package is cheap: torch and transformers load inside the functions.
 """

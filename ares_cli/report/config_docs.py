@@ -18,7 +18,11 @@ from ares_cli.config import describe
 # (verb, "module:Class", one-line summary) in pipeline order.
 STAGES: tuple[tuple[str, str, str], ...] = (
     ("passrate", "ares_cli.stages.passrate:PassrateConfig", "K graded samples per problem -> pass rates."),
-    ("curate", "ares_cli.curation:CurationConfig", "AdaCS length-targeted, bracket-uniform SFT set."),
+    (
+        "curate",
+        "ares_cli.algorithms.curation:CurationConfig",
+        "AdaCS length-targeted, bracket-uniform SFT set.",
+    ),
     ("sft", "ares_cli.training.sft:SFTConfig", "Cold-start supervised fine-tuning."),
     ("rl", "ares_cli.training.rl.config:RLConfig", "RL: GRPO, DAPO, ..., AEPO, PAEC."),
     ("eval", "ares_cli.stages.evaluate:EvalConfig", "Avg@K, Maj@K, Pass@k per benchmark and difficulty."),

@@ -2,7 +2,7 @@
 
 ``plot_artifacts`` is what ``ares report plot`` and the demo call. An artifact's kind is its manifest's
 ``stage`` (a bare directory is recognised by its files); each kind has its family module
-(:mod:`.plot_rl`, :mod:`.plot_eval`, :mod:`.plot_passrate`; curate reuses :mod:`ares_cli.curation_plot`).
+(:mod:`.plot_rl`, :mod:`.plot_eval`, :mod:`.plot_passrate`; curate reuses :mod:`ares_cli.report.plot_curate`).
 Figures are drawn on a bare ``Figure`` with the Agg canvas: no pyplot state, no global backend switch.
 """
 
@@ -55,7 +55,7 @@ def artifact_kind(directory: Path) -> str:
 def resolve(store, refs: list[str]) -> list[Artifact]:
     """``[LABEL=]ARTIFACT`` references (ids, or directories) -> artifacts with their kinds; an artifact is
     verified against its manifest first (IntegrityError, exit 4)."""
-    from ares_cli.artifacts import verify_enclosing
+    from ares_cli.store.artifacts import verify_enclosing
 
     out = []
     for ref in refs:

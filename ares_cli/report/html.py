@@ -139,7 +139,7 @@ def _tree(node: dict[str, Any]) -> str:
 
 def lineages(run: PipelineRun) -> dict[str, dict[str, Any]]:
     """The input tree of every model artifact of the run (toy-init, sft, rl), by stage name."""
-    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.store.artifacts import ArtifactStore
 
     out = {}
     for s in run.stages:

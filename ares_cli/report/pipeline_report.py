@@ -57,7 +57,7 @@ def spec_of_state(state: Path) -> Path:
 
 def _manifest(directory: Path, stage_name: str) -> dict[str, Any]:
     """The manifest of a stage's artifact, after checking its files against it (IntegrityError, exit 4)."""
-    from ares_cli.artifacts import ArtifactStore
+    from ares_cli.store.artifacts import ArtifactStore
 
     path = directory / "manifest.json"
     if not path.is_file():

@@ -1,5 +1,5 @@
 """Data-side figures: a passrate artifact's pass-rate histogram and bucket shares (ARES section 3.1), and
-a curate artifact's chosen length against pass rate with L_target (:mod:`ares_cli.curation_plot`)."""
+a curate artifact's chosen length against pass rate with L_target (:mod:`ares_cli.report.plot_curate`)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def plot_passrate(art: Artifact, out_dir: Path) -> list[Path]:
 
 def plot_curate(art: Artifact, out_dir: Path) -> list[Path]:
     """Chosen response length against pass rate, with L_target(p) per source (PNG and SVG)."""
-    from ares_cli.curation_plot import plot_length_vs_passrate
+    from ares_cli.report.plot_curate import plot_length_vs_passrate
 
     points = read_rows(art.path / "length_vs_passrate.jsonl")
     out_dir.mkdir(parents=True, exist_ok=True)

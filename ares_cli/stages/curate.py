@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ares_cli.artifacts import ArtifactStore, InputRef
+from ares_cli.algorithms.curation import CurationConfig, curate, length_vs_passrate_points, parse_pass_rates
 from ares_cli.config import to_dict
-from ares_cli.curation import CurationConfig, curate, length_vs_passrate_points, parse_pass_rates
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, StageFailure, UsageError
+from ares_cli.store.artifacts import ArtifactStore, InputRef
 
 CODE_VERSION = "1"
 
@@ -166,7 +166,7 @@ def run_curate(
     points = length_vs_passrate_points(examples)
     write_jsonl(run.work_dir / "length_vs_passrate.jsonl", points)
     if points:
-        from ares_cli.curation_plot import plot_length_vs_passrate
+        from ares_cli.report.plot_curate import plot_length_vs_passrate
 
         plot_length_vs_passrate(points, run.work_dir / "length_vs_passrate.png")
     stats = stats | {"filled": filled}

@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ares_cli.artifacts import ArtifactStore, InputRef
 from ares_cli.config import option, to_dict
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
-from ares_cli.hashing import strict_json
 from ares_cli.stages.sampling import MAX_K, SAMPLE_KEY, SamplingConfig, checked_problems
+from ares_cli.store.artifacts import ArtifactStore, InputRef
+from ares_cli.store.hashing import strict_json
 
 CODE_VERSION = "1"
 
@@ -70,7 +70,7 @@ def score_benchmark(
 ) -> dict[str, Any]:
     """Metrics for one benchmark: overall, per source and per difficulty, and the manifest's aggregate
     score (DynaMath worst case, We-Math strict) when it names one (pure)."""
-    from ares_cli import aggregations, metrics
+    from ares_cli.scoring import aggregations, metrics
 
     groups = {}
     for p in problems:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ares_cli.artifacts import MANIFEST, ArtifactStore, InputRef, verify_enclosing
+from ares_cli.data.hub import require_fetchable
 from ares_cli.errors import InputError
-from ares_cli.hashing import canonical_json, sha256_records, sha256_text
-from ares_cli.hub import require_fetchable
 from ares_cli.stages.model_files import check_model_dir
+from ares_cli.store.artifacts import MANIFEST, ArtifactStore, InputRef, verify_enclosing
+from ares_cli.store.hashing import canonical_json, sha256_records, sha256_text
 
 MODEL_FILES = (
     "config.json",
@@ -26,7 +26,7 @@ def resolve_model(store: ArtifactStore, ref: str | Path, *, role: str = "model")
 
     Artifacts are verified against their manifest (exit 4 naming a bad file), then keyed by their id and
     output hashes; local directories by the sha256 of their files (an unchanged file is not re-read, see
-    :class:`ares_cli.integrity.VerificationRecord`; a directory inside an artifact, such as its ``model/``,
+    :class:`ares_cli.store.integrity.VerificationRecord`; a directory inside an artifact, such as its ``model/``,
     verifies that artifact first); hub ids by the id string (a hub model that changes upstream is not
     detected).
     """

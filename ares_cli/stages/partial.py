@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from ares_cli.artifacts import LOCK_FILE
+from ares_cli.store.artifacts import LOCK_FILE
 
 
 def discard_if_empty(run) -> bool:

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ares_cli.artifacts import ArtifactStore, InputRef
 from ares_cli.config import option, to_dict
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
 from ares_cli.stages.sampling import SAMPLE_KEY, SamplingConfig, checked_problems
+from ares_cli.store.artifacts import ArtifactStore, InputRef
 
 CODE_VERSION = "1"
 

@@ -255,8 +255,8 @@ def run_suite(
     Returns (StageRun, table, {bench: eval artifact id}, {bench: reused?}).
     """
     from ares_cli.config import to_dict
-    from ares_cli.hashing import strict_json
     from ares_cli.stages.evaluate import run_eval
+    from ares_cli.store.hashing import strict_json
 
     results, evals, reused, inputs = {}, {}, {}, []
     for b in suite.benches:

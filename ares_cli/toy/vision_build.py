@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ares_cli.errors import StageFailure, UsageError
-from ares_cli.hashing import sha256_file
-from ares_cli.models.tiny_vl import VLShape
+from ares_cli.store.hashing import sha256_file
 from ares_cli.toy.build import base_dir, fit
 from ares_cli.toy.teacher import TeacherConfig, write_trace
+from ares_cli.toy.tiny_vl import VLShape
 from ares_cli.toy.vision_tasks import (
     IMAGE_SIZES,
     MAX_VL_DIFFICULTY,
@@ -190,7 +190,7 @@ def train_vl_base(config: VisionBuildConfig, *, on_step: Callable[[int, float], 
     """Train the visual base in memory; returns ``(model, processor, final_loss)``."""
     import torch
 
-    from ares_cli.models.tiny_vl import build_processor, build_tiny_vl, build_vl_tokenizer
+    from ares_cli.toy.tiny_vl import build_processor, build_tiny_vl, build_vl_tokenizer
 
     torch.use_deterministic_algorithms(True)
     tokenizer = build_vl_tokenizer()

@@ -32,7 +32,7 @@ def fsync_dir(path: Path) -> None:
 
 def seal(directory: Path, rank: int, names: list[str], entries: dict | None = None) -> dict:
     """fsync ``names`` and record their sha256 and size (added to ``entries``) in ``files.rank{rank}.json``."""
-    from ares_cli.hashing import sha256_file
+    from ares_cli.store.hashing import sha256_file
 
     entries = dict(entries or {})
     for name in names:
@@ -45,7 +45,7 @@ def seal(directory: Path, rank: int, names: list[str], entries: dict | None = No
 
 def problems_in(path: Path, world_size: int, *, rehash: bool = True) -> list[str]:
     """What makes a checkpoint unusable: a rank's file list missing, a file missing, resized or altered."""
-    from ares_cli.hashing import sha256_file
+    from ares_cli.store.hashing import sha256_file
 
     problems = []
     for rank in range(world_size):

@@ -159,7 +159,7 @@ def train_sft(
     automatically), final model + tokenizer in ``out_dir/model``. Call on every rank after
     :func:`distributed.init_from_env`. ``stop_after`` (a test hook) checkpoints and returns after that step.
     Each step's loss, learning rate, gradient norm and throughput go to ``out_dir/metrics.jsonl`` and the
-    ``report_to`` trackers (:mod:`ares_cli.tracking`); ``progress`` (a :class:`ares_cli.console.Progress`)
+    ``report_to`` trackers (:mod:`ares_cli.training.tracking`); ``progress`` (a :class:`ares_cli.console.Progress`)
     is advanced per step.
     """
     import random
@@ -169,9 +169,9 @@ def train_sft(
 
     from ares_cli.models import freeze_vision_tower, load_model, load_processor, load_tokenizer
     from ares_cli.models.vision import forward_inputs
-    from ares_cli.tracking import MetricLog
     from ares_cli.training import checkpoint, distributed
     from ares_cli.training.sft_data import collate, epoch_batches, load_examples, micro_batches
+    from ares_cli.training.tracking import MetricLog
 
     dist = distributed.init_from_env()
     out_dir, ckpt_root = Path(out_dir), Path(out_dir) / "checkpoints"

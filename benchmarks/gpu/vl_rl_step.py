@@ -35,7 +35,7 @@ def build_config(tiny: bool):
     from transformers import Qwen2_5_VLConfig
 
     if tiny:
-        from ares_cli.models.tiny_vl import VLShape, build_vl_tokenizer, vl_config
+        from ares_cli.toy.tiny_vl import VLShape, build_vl_tokenizer, vl_config
 
         return vl_config(build_vl_tokenizer(), VLShape())
     spec = QWEN25_VL_3B

@@ -5,7 +5,7 @@ JSON, never pickle) holds the model, each rank's optimizer state and RNG states,
 step, the data cursor (prompts drawn so far), running counters and every controller's ``state_dict``. The
 learning-rate schedule is a pure function of the optimiser step, which is stored too.
 
-``metrics.jsonl`` and the trackers (:class:`ares_cli.tracking.MetricLog`) are keyed by ``step``. On resume,
+``metrics.jsonl`` and the trackers (:class:`ares_cli.training.tracking.MetricLog`) are keyed by ``step``. On resume,
 rows written after the checkpoint the run resumes from (the killed run got further than its last checkpoint)
 are dropped first, so the resumed run rewrites those steps and no step is ever duplicated.
 

@@ -64,7 +64,7 @@ def train_rl(
     """Train ``model_path`` with ``cfg.algo`` on ``problems``; checkpoints under ``out_dir/checkpoints``
     (resumed from automatically), metrics in ``out_dir/metrics.jsonl``, final model in ``out_dir/model``.
     Call on every rank; ``cfg.max_steps_this_run`` stops (checkpointed) early, for tests and time slots.
-    ``report_to``: trackers beside ``metrics.jsonl`` (:mod:`ares_cli.tracking`); ``progress``: a
+    ``report_to``: trackers beside ``metrics.jsonl`` (:mod:`ares_cli.training.tracking`); ``progress``: a
     :class:`ares_cli.console.Progress` advanced per step, showing the current phase."""
     import random
 
@@ -74,7 +74,6 @@ def train_rl(
     from ares_cli.algorithms.advantages import compute_advantages
     from ares_cli.grading import GradingPool
     from ares_cli.models import load_model, load_processor, load_tokenizer
-    from ares_cli.tracking import MetricLog
     from ares_cli.training import distributed
     from ares_cli.training.checkpoint import load_optimizer, save_final
     from ares_cli.training.rl import state
@@ -90,6 +89,7 @@ def train_rl(
     from ares_cli.training.rl.rollout import PromptSampler, all_gather_groups, collect_groups, generate_groups
     from ares_cli.training.rl.update import ppo_update
     from ares_cli.training.sft import param_groups
+    from ares_cli.training.tracking import MetricLog
 
     dist = distributed.init_from_env()
     log = log if dist.is_main else (lambda _msg: None)

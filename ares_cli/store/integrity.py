@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ares_cli.errors import IntegrityError
-from ares_cli.hashing import sha256_file
+from ares_cli.store.hashing import sha256_file
 
 RECORD_FILE = ".verified.json"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")

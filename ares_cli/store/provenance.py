@@ -8,15 +8,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ares_cli.hashing import sha256_file
-from ares_cli.integrity import stat_key
+from ares_cli.store.hashing import sha256_file
+from ares_cli.store.integrity import stat_key
 
 MANIFEST = "manifest.json"
 LOCK_FILE = ".lock"
 
 
 def git_state() -> dict[str, Any]:
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     try:
         sha = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10

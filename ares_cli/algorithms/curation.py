@@ -15,7 +15,7 @@ Pure functions over records: no I/O, no torch. Inputs are pass-rate records
 n_tokens, correct | grade, sample_idx?}`` (sample records work as they are) and ``problem_id -> prompt``.
 The output is SFT examples ``{problem_id, source, prompt, response, n_tokens, pass_rate, target_len,
 bracket}`` and a stats dict (see :func:`curate`). ``plot_length_vs_passrate`` (matplotlib) lives in
-``curation_plot``.
+``ares_cli.report.plot_curate``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ares_cli.metrics import mean, standard_error
+from ares_cli.scoring.metrics import mean, standard_error
 
 KINDS = {"worst_case": ("group",), "wemath_strict": ("group", "step")}
 _STEP = re.compile(r"^(\d+)steps_(\d+|multi)$")

@@ -21,8 +21,8 @@ from typing import Any
 
 from ares_cli import __version__
 from ares_cli.errors import InputError, IntegrityError, StageLocked, storage_error
-from ares_cli.hashing import canonical_json, sha256_text, strict_json
-from ares_cli.integrity import (
+from ares_cli.store.hashing import canonical_json, sha256_text, strict_json
+from ares_cli.store.integrity import (
     RECORD_FILE,
     VerificationRecord,
     check_manifest,
@@ -31,8 +31,8 @@ from ares_cli.integrity import (
     placement_problem,
     stat_key,
 )
-from ares_cli.provenance import LOCK_FILE, MANIFEST, describe_outputs, environment, git_state
-from ares_cli.rowlog import RowLog
+from ares_cli.store.provenance import LOCK_FILE, MANIFEST, describe_outputs, environment, git_state
+from ares_cli.store.rowlog import RowLog
 
 SCHEMA_VERSION = 1
 PARTIAL_SUFFIX = ".partial"
