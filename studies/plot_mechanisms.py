@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ares_cli.report.figures import read_rows  # noqa: E402
+from ares_cli.report.figure_helpers import read_rows  # noqa: E402
 from ares_cli.report.study import mean_se  # noqa: E402
 
 COLORS = {"grpo": "tab:gray", "paec": "tab:purple", "aer": "tab:blue", "aepo_kl": "tab:orange",

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ares_cli.report.figures import read_rows  # noqa: E402
+from ares_cli.report.figure_helpers import read_rows  # noqa: E402
 from ares_cli.report.study import (  # noqa: E402
     fmt,
     fraction_at_or_above,

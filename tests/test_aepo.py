@@ -8,9 +8,6 @@ import pytest
 import torch
 
 from ares_cli.algorithms.aepo import (
-    EASY,
-    HARD,
-    MEDIUM,
     AEPOConfig,
     batch_threshold,
     count_hwe,
@@ -20,7 +17,7 @@ from ares_cli.algorithms.aepo import (
     trigger_token_ids,
     window_entropy,
 )
-from ares_cli.algorithms.buckets import bucket_bounds, bucket_ids, difficulty_bucket
+from ares_cli.algorithms.buckets import EASY, HARD, MEDIUM, bucket_bounds, bucket_ids, difficulty_bucket
 from ares_cli.errors import UsageError
 
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from ares_cli.algorithms.aepo import EASY, HARD, MEDIUM
 from ares_cli.algorithms.aepo_kl import aepo_step_metrics, nonwindow_kl_stats, token_kl_coef, token_kl_weights
+from ares_cli.algorithms.buckets import EASY, HARD, MEDIUM
 from ares_cli.algorithms.controllers import HETargetTracker
 
 

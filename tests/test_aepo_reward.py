@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from ares_cli.algorithms.aepo import EASY, HARD, MEDIUM, AEPOConfig
+from ares_cli.algorithms.aepo import AEPOConfig
 from ares_cli.algorithms.aepo_reward import (
     aepo_rewards,
     group_caps,
@@ -13,6 +13,7 @@ from ares_cli.algorithms.aepo_reward import (
     shaping_direction,
     token_bonus,
 )
+from ares_cli.algorithms.buckets import EASY, HARD, MEDIUM
 from ares_cli.algorithms.controllers import HETargetTracker
 from ares_cli.errors import UsageError
 

@@ -10,7 +10,8 @@ import pytest
 from test_report_figures import _non_blank
 
 from ares_cli.errors import InputError
-from ares_cli.report.figures import Artifact, artifact_kind, plot_artifacts
+from ares_cli.report.figure_helpers import Artifact, artifact_kind
+from ares_cli.report.figures import plot_artifacts
 
 
 def _suite(directory: Path, scale: float) -> Path:

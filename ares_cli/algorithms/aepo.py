@@ -18,7 +18,17 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from ares_cli.algorithms.buckets import BUCKETS, EASY, HARD, MEDIUM  # noqa: F401 (re-exported codes)
+# Compatibility path: the difficulty buckets moved to ares_cli.algorithms.buckets; their names keep working
+# from here for code written against this module. Project code imports them from buckets.
+from ares_cli.algorithms.buckets import (  # noqa: F401
+    BUCKETS,
+    EASY,
+    HARD,
+    MEDIUM,
+    bucket_bounds,
+    bucket_ids,
+    difficulty_bucket,
+)
 from ares_cli.config import option
 from ares_cli.errors import UsageError
 

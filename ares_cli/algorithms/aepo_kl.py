@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from ares_cli.algorithms.aepo import BUCKETS, AEPOConfig, _choice
+from ares_cli.algorithms.aepo import AEPOConfig, _choice
+from ares_cli.algorithms.buckets import BUCKETS
 from ares_cli.algorithms.controllers import NUM_BUCKETS, BucketMoments, KLController
 
 

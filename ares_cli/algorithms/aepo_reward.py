@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ares_cli.algorithms.aepo import EASY, HARD, MEDIUM, REWARD_VARIANTS, AEPOConfig, _choice
+from ares_cli.algorithms.aepo import REWARD_VARIANTS, AEPOConfig, _choice
+from ares_cli.algorithms.buckets import EASY, HARD, MEDIUM
 from ares_cli.algorithms.controllers import BucketMoments, HETargetTracker
 from ares_cli.errors import UsageError
 

@@ -91,7 +91,8 @@ def plot_command(
     ),
 ) -> None:
     """Figures per artifact kind (PNG + SVG): training curves, controllers, per-difficulty bars, Pass@k."""
-    from ares_cli.report.figures import plot_artifacts, resolve
+    from ares_cli.report.figure_helpers import resolve
+    from ares_cli.report.figures import plot_artifacts
     from ares_cli.store.artifacts import ArtifactStore
 
     opts = options(ctx)

@@ -3,7 +3,10 @@
 - :mod:`ares_cli.models.loading`: text or vision-language model, tokenizer, processor, dtype, freezing.
 - :mod:`ares_cli.models.heads`: the decoder trunk (final hidden states) and the ``lm_head`` weight.
 - :mod:`ares_cli.models.processor`: an image-only Qwen2.5-VL processor (works without torchvision).
-- :mod:`ares_cli.toy.tiny_vl`: a tiny random-initialised Qwen2.5-VL for tests and the visual toy world.
+- :mod:`ares_cli.models.vision`: image inputs of a prompt and the extra forward inputs; :mod:`.pixels` the
+  Qwen2.5-VL resize bounds and vision tokens.
+
+The tiny random Qwen2.5-VL of the tests and the visual toy world is built in :mod:`ares_cli.toy.tiny_vl`.
 
 Importing this package is cheap: torch and transformers load inside the functions.
 """

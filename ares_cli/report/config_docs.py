@@ -27,6 +27,7 @@ STAGES: tuple[tuple[str, str, str], ...] = (
     ("rl", "ares_cli.training.rl.config:RLConfig", "RL: GRPO, DAPO, ..., AEPO, PAEC."),
     ("eval", "ares_cli.stages.evaluate:EvalConfig", "Avg@K, Maj@K, Pass@k per benchmark and difficulty."),
 )
+RL_PRESETS = "ares_cli.training.rl.config:PRESETS"
 
 HEADER = """# Configuration reference
 
@@ -40,8 +41,9 @@ still reads them as true/false).
 """
 
 
-def config_class(target: str) -> type:
-    """The class named by ``"module:Class"``."""
+def config_class(target: str) -> Any:
+    """The object named by ``"module:Name"`` (a config class, or the RL presets), imported when rendered:
+    the stages' configs live in rooms above ``report``, so they are named here, not imported."""
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
 
@@ -95,8 +97,7 @@ def render_stage(verb: str, cls: type, summary: str) -> list[str]:
 
 
 def _presets() -> list[str]:
-    from ares_cli.training.rl.config import PRESETS
-
+    presets = config_class(RL_PRESETS)
     lines = [
         "### `rl` presets (`--algo`)",
         "",
@@ -104,7 +105,7 @@ def _presets() -> list[str]:
         "",
     ]
     lines += ["| algo | overrides |", "| --- | --- |"]
-    for algo, preset in PRESETS.items():
+    for algo, preset in presets.items():
         flat = ", ".join(f"`{k}={format_default(v)}`" for k, v in _flatten(preset))
         lines.append(f"| `{algo}` | {flat or '(defaults)'} |")
     return lines

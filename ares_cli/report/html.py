@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ares_cli.report.figures import Artifact, plot_artifacts
+from ares_cli.report.figure_helpers import Artifact
+from ares_cli.report.figures import plot_artifacts
 from ares_cli.report.pipeline_report import PipelineRun
 
 MODEL_STAGES = ("toy-init", "sft", "rl")

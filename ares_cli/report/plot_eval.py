@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ares_cli.errors import InputError
-from ares_cli.report.figures import Artifact, new_figure, save
+from ares_cli.report.figure_helpers import Artifact, new_figure, save
 
 _PASS = re.compile(r"^pass@(\d+)$")
 

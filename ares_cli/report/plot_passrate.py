@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ares_cli.report.figures import Artifact, new_figure, read_rows, save
+from ares_cli.report.figure_helpers import Artifact, new_figure, read_rows, save
 
 BUCKET_COLORS = {"easy": "tab:green", "medium": "tab:orange", "hard": "tab:red"}
 

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ares_cli.report.figures import Artifact, new_figure, read_rows, save
+from ares_cli.report.figure_helpers import Artifact, new_figure, read_rows, save
 
 BUCKETS = {"easy": "tab:green", "medium": "tab:orange", "hard": "tab:red"}
 # AER keys drawn on the entropy axis: entropy, target, H_t, H0, H*, hbar (not hard_frac or alpha)
