@@ -1,6 +1,13 @@
-"""Pure-torch RL algorithm core: token statistics, advantages, policy losses, aggregation and KL.
+"""Pure RL algorithm core: token statistics, advantages, policy losses, aggregation, KL, AEPO, PAEC, AER, and
+AdaCS cold-start curation.
 
-Every function here works on tensors only (no I/O, no global state besides the explicit registries in
-``advantages.ADVANTAGES`` and ``policy_losses.POLICY_LOSSES``), so it can be unit-tested against
-hand-computed values from the equations it cites.
+Every function here works on tensors (or, in :mod:`.curation`, records) only: no I/O, no global state
+besides the explicit registries in ``advantages.ADVANTAGES`` and ``policy_losses.POLICY_LOSSES``, so it can
+be unit-tested against hand-computed values from the equations it cites. ``__all__`` lists the public
+modules (each declares its own ``__all__``; ``docs/api.md``); importing this package loads none of them.
 """
+
+__all__ = [
+    "advantages", "aepo", "aepo_kl", "aepo_reward", "aer", "aggregation", "buckets", "controllers",
+    "curation", "kl", "nucleus", "paec", "policy_losses", "registry", "token_stats"
+]  # fmt: skip

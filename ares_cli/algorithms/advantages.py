@@ -27,6 +27,11 @@ from torch import Tensor
 from ares_cli.algorithms.registry import Registry
 from ares_cli.errors import UsageError
 
+__all__ = [
+    "ADVANTAGES", "STD_KINDS", "group_index", "group_moments", "grpo", "drgrpo", "batch_norm",
+    "compute_advantages"
+]  # fmt: skip
+
 ADVANTAGES: Registry = Registry("advantage estimator")
 STD_KINDS = ("unbiased", "biased")
 

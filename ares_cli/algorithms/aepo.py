@@ -32,6 +32,13 @@ from ares_cli.algorithms.buckets import (  # noqa: F401
 from ares_cli.config import option
 from ares_cli.errors import UsageError
 
+__all__ = [
+    "WINDOW_MODES", "END_RULES", "KL_SCOPES", "THRESHOLD_MODES", "REWARD_VARIANTS", "TARGET_SOURCES",
+    "LAMBDA_MODES", "KL_CTRL_SIGNALS", "AEPOConfig", "window_entropy", "full_window_starts", "window_cover",
+    "masked_row_quantile", "AllReduce", "AllGather", "batch_threshold", "hwe_mask", "count_hwe",
+    "trigger_token_ids", "trigger_mask", "HWEDetection", "detect_hwe"
+]  # fmt: skip
+
 WINDOW_MODES = ("paper", "next")
 END_RULES = ("full", "shrink")
 KL_SCOPES = ("window", "start")

@@ -14,6 +14,11 @@ from ares_cli.algorithms.aepo import AEPOConfig, _choice
 from ares_cli.algorithms.buckets import BUCKETS
 from ares_cli.algorithms.controllers import NUM_BUCKETS, BucketMoments, KLController
 
+__all__ = [
+    "token_kl_weights", "token_kl_coef", "aepo_kl_coef", "nonwindow_kl_stats", "aepo_step_metrics",
+    "kl_controller_from_config"
+]  # fmt: skip
+
 
 def token_kl_weights(
     hwe: torch.Tensor, mask: torch.Tensor, buckets: torch.Tensor, beta: torch.Tensor | tuple, rho: float

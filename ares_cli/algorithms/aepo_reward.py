@@ -24,6 +24,11 @@ from ares_cli.algorithms.buckets import EASY, HARD, MEDIUM
 from ares_cli.algorithms.controllers import BucketMoments, HETargetTracker
 from ares_cli.errors import UsageError
 
+__all__ = [
+    "lagrange_multiplier", "shaping_direction", "group_caps", "hierarchical_reward", "shaped_reward",
+    "token_bonus", "AEPORewards", "aepo_rewards", "target_tracker_from_config"
+]  # fmt: skip
+
 
 def lagrange_multiplier(
     mean: torch.Tensor,

@@ -26,6 +26,11 @@ import torch
 from ares_cli.config import option
 from ares_cli.errors import UsageError
 
+__all__ = [
+    "ALLOCATIONS", "UPDATE_RULES", "SIGNALS", "NORMALISERS", "CADENCES", "AERConfig", "sample_weights",
+    "coef_update", "entropy_sums", "aer_loss"
+]  # fmt: skip
+
 ALLOCATIONS = ("gate", "linear")
 UPDATE_RULES = ("proportional", "sign")
 SIGNALS = ("all", "gated")

@@ -24,6 +24,8 @@ from torch import Tensor
 
 from ares_cli.errors import UsageError
 
+__all__ = ["AGGREGATION_MODES", "local_counts", "Aggregation", "masked_mean"]
+
 AGGREGATION_MODES = ("token_mean", "seq_mean_token_mean", "seq_sum_constant")
 
 

@@ -12,6 +12,8 @@ import torch
 
 from ares_cli.errors import UsageError
 
+__all__ = ["EASY", "MEDIUM", "HARD", "BUCKETS", "bucket_bounds", "difficulty_bucket", "bucket_ids"]
+
 EASY, MEDIUM, HARD = 0, 1, 2
 BUCKETS: tuple[str, str, str] = ("easy", "medium", "hard")
 

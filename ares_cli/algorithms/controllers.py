@@ -23,6 +23,11 @@ import torch
 
 from ares_cli.errors import UsageError
 
+__all__ = [
+    "AllReduce", "NUM_BUCKETS", "identity_all_reduce", "KLController", "ThresholdEMA", "BucketMoments",
+    "HETargetTracker", "EntropyAnchor", "AERController"
+]  # fmt: skip
+
 AllReduce = Callable[[torch.Tensor], torch.Tensor]
 NUM_BUCKETS = 3
 

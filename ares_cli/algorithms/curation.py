@@ -31,6 +31,12 @@ from typing import Any
 from ares_cli.config import option
 from ares_cli.errors import InputError, UsageError
 
+__all__ = [
+    "MODES", "FALLBACK_RULES", "CurationConfig", "Candidate", "Bracket", "Problem", "target_length",
+    "choose_nearest", "parse_pass_rates", "parse_candidates", "length_anchors", "bracket_quotas", "curate",
+    "length_vs_passrate_points"
+]  # fmt: skip
+
 MODES = ("length", "uniform")
 FALLBACK_RULES = ("nearest_bracket", "global")
 

@@ -19,6 +19,8 @@ from torch import Tensor
 from ares_cli.algorithms.aggregation import Aggregation, masked_mean
 from ares_cli.errors import UsageError
 
+__all__ = ["KL_ESTIMATORS", "kl_estimate", "kl_loss"]
+
 KL_ESTIMATORS = ("k1", "k2", "k3")
 
 

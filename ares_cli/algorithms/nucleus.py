@@ -26,6 +26,8 @@ import math
 import torch
 from torch import Tensor
 
+__all__ = ["TAU", "SAMPLE_STRIDE", "SAMPLE_MARGIN", "nucleus_dist", "nucleus_stats", "top2_gap"]
+
 TAU = 1e-3  # level-1 probability threshold: <= 1/TAU candidates per row
 SAMPLE_STRIDE = 16  # level-2 threshold estimated from every 16th logit
 SAMPLE_MARGIN = 1.3  # aim the level-2 threshold at 1.3 x top_k candidates

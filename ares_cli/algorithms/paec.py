@@ -27,6 +27,12 @@ from ares_cli.algorithms.token_stats import TokenStats, token_stats
 from ares_cli.config import option
 from ares_cli.errors import UsageError
 
+__all__ = [
+    "AllReduce", "PAECConfig", "PositionScores", "scores_from_stats", "position_scores_from_stats",
+    "position_scores", "soft_mask", "position_mask", "masked_entropy_sums", "masked_entropy",
+    "lower_bound_penalty", "PAECLoss", "paec_loss"
+]  # fmt: skip
+
 AllReduce = Callable[[torch.Tensor], torch.Tensor]
 
 

@@ -47,6 +47,11 @@ from ares_cli.algorithms.registry import Registry
 from ares_cli.config import option
 from ares_cli.errors import UsageError
 
+__all__ = [
+    "POLICY_LOSSES", "PolicyLossConfig", "LossExtras", "covariance", "top_entropy_mask", "ppo_loss",
+    "cispo_loss", "clip_cov_loss", "kl_cov_loss", "policy_loss"
+]  # fmt: skip
+
 POLICY_LOSSES: Registry = Registry("policy loss")
 
 

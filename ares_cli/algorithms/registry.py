@@ -7,6 +7,8 @@ from typing import Generic, TypeVar
 
 from ares_cli.errors import UsageError
 
+__all__ = ["Registry"]
+
 T = TypeVar("T", bound=Callable)
 
 

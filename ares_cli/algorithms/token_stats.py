@@ -42,6 +42,11 @@ from torch import Tensor
 
 from ares_cli.algorithms.nucleus import nucleus_dist, nucleus_stats, top2_gap
 
+__all__ = [
+    "ALL_STATS", "DEFAULT_CHUNK_SIZE", "BLOCK_ELEMS", "TokenStats", "token_stats", "fused_token_stats",
+    "select_response", "response_logits"
+]  # fmt: skip
+
 ALL_STATS = ("logprob", "entropy", "nucleus_entropy", "nucleus_size", "top2_gap")
 DEFAULT_CHUNK_SIZE = 128
 BLOCK_ELEMS = 1 << 22  # float32 elements of one work block (16 MiB): rows x vocabulary

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import re
 
+__all__ = [
+    "CORRECT", "INCORRECT", "INVALID", "TIMEOUT", "ERROR", "GRADES", "normalize_grade", "boxed_int_grade",
+    "math_verify_grade", "math_verify_version"
+]  # fmt: skip
+
 CORRECT, INCORRECT, INVALID, TIMEOUT, ERROR = "correct", "incorrect", "invalid", "timeout", "error"
 GRADES = (CORRECT, INCORRECT, INVALID, TIMEOUT, ERROR)
 

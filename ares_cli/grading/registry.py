@@ -16,6 +16,11 @@ from ares_cli import __version__
 from ares_cli.errors import UsageError
 from ares_cli.grading.graders import math_verify_version
 
+__all__ = [
+    "GraderFn", "GraderSpec", "load_target", "builtin_specs", "ALIASES", "GraderRegistry",
+    "default_registry", "resolve_grader"
+]  # fmt: skip
+
 GraderFn = Callable[[str, str], object]
 
 

@@ -1,1 +1,6 @@
-"""Evaluation scoring: per-problem metrics (Maj@K, Pass@k, Avg@K) and benchmark aggregations."""
+"""Evaluation scoring: per-problem metrics (Maj@K, Pass@k, Avg@K) and benchmark aggregations.
+
+``__all__`` lists the public modules (each declares its own ``__all__``; ``docs/api.md``).
+"""
+
+__all__ = ["aggregations", "metrics"]

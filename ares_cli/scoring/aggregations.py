@@ -23,6 +23,8 @@ from typing import Any
 
 from ares_cli.scoring.metrics import mean, standard_error
 
+__all__ = ["KINDS", "check_spec", "correct_by_problem", "worst_case", "wemath_outcomes", "aggregate"]
+
 KINDS = {"worst_case": ("group",), "wemath_strict": ("group", "step")}
 _STEP = re.compile(r"^(\d+)steps_(\d+|multi)$")
 

@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 
 from ares_cli.errors import UsageError
 
+__all__ = [
+    "ABSTAIN", "pass_at_k", "pass_k_values", "majority_correct", "mean", "standard_error", "ProblemSamples",
+    "group_samples", "summarize", "breakdown"
+]  # fmt: skip
+
 ABSTAIN = -1
 
 

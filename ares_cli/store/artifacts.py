@@ -34,6 +34,11 @@ from ares_cli.store.integrity import (
 from ares_cli.store.provenance import LOCK_FILE, MANIFEST, describe_outputs, environment, git_state
 from ares_cli.store.rowlog import RowLog
 
+__all__ = [
+    "SCHEMA_VERSION", "PARTIAL_SUFFIX", "InputRef", "stage_key", "StageRun", "ArtifactStore",
+    "verify_enclosing"
+]  # fmt: skip
+
 SCHEMA_VERSION = 1
 PARTIAL_SUFFIX = ".partial"
 

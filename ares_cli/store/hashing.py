@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+__all__ = ["sha256_file", "sha256_text", "canonical_json", "sha256_records", "strict_json", "json_default"]
+
 
 def sha256_file(path: str | Path, *, chunk: int = 1 << 20) -> str:
     """Hex sha256 of a file's bytes."""

@@ -21,6 +21,11 @@ from typing import Any
 from ares_cli.errors import IntegrityError
 from ares_cli.store.hashing import sha256_file
 
+__all__ = [
+    "RECORD_FILE", "stat_key", "VerificationRecord", "check_manifest", "is_artifact_id", "placement_problem",
+    "output_problems", "listed_output"
+]  # fmt: skip
+
 RECORD_FILE = ".verified.json"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _ARTIFACT_ID = re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{12}")

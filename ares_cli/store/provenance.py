@@ -11,6 +11,8 @@ from typing import Any
 from ares_cli.store.hashing import sha256_file
 from ares_cli.store.integrity import stat_key
 
+__all__ = ["MANIFEST", "LOCK_FILE", "git_state", "environment", "describe_outputs"]
+
 MANIFEST = "manifest.json"
 LOCK_FILE = ".lock"
 

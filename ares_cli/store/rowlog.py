@@ -9,6 +9,8 @@ from typing import Any
 
 from ares_cli.errors import StageFailure
 
+__all__ = ["RowLog"]
+
 
 class RowLog:
     """Append-only JSONL of keyed rows inside a partial artifact: the resume API.
