@@ -86,7 +86,7 @@ def reference_speed(items: list[tuple[str, str]], limit: int) -> dict:
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     parse("\\boxed{1}")  # imports and parser set-up are not timed
-    subset = items[:limit]
+    subset = items[:: max(1, -(-len(items) // limit))]  # spread over every group
     t0 = time.perf_counter()
     for gold, response in subset:
         answer = extract_boxed(response)
@@ -100,11 +100,11 @@ def reference_speed(items: list[tuple[str, str]], limit: int) -> dict:
 
 
 def score_groups(data: dict, grades: dict[tuple[str, int], str]) -> dict:
-    """Per group: agreement with the source labels and the two kinds of disagreement."""
+    """Per group (the problems' ``source``): agreement with the source labels, the two disagreements."""
     groups: dict[str, Counter] = defaultdict(Counter)
     for key, peer in data["peer"].items():
         ours = grades[key] == "correct"
-        c = groups[peer["source"]]
+        c = groups[data["problems"][key[0]]["source"]]
         c["n"] += 1
         c["agree"] += ours == bool(peer["peer_correct"])
         c["we_accept_source_rejects"] += ours and not peer["peer_correct"]
