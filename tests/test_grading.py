@@ -18,6 +18,7 @@ from ares_cli.grading import (
     resolve_grader,
 )
 from ares_cli.grading.graders import boxed_int_grade, math_verify_version, normalize_grade
+from ares_cli.grading.math_grader import RULES_VERSION
 from ares_cli.scoring.metrics import majority_correct
 
 # -- custom graders, imported by name in the worker processes ------------------------------------------
@@ -95,7 +96,7 @@ def test_registry_duplicate_and_bad_targets():
 
 
 def test_builtin_labels():
-    assert resolve_grader("math_verify").label == f"math_verify=={math_verify_version()}"
+    assert resolve_grader("math_verify").label == f"math_verify=={math_verify_version()}+{RULES_VERSION}"
     assert resolve_grader("boxed_int").label.startswith("boxed_int==")
 
 
@@ -133,7 +134,7 @@ def test_math_verify_grades(mv_pool):
     res = mv_pool.grade(items)
     assert [r.grade for r in res] == ["correct", "correct", "incorrect", "correct", "invalid", "invalid"]
     assert res[0].extracted == "0.5" and res[4].extracted is None
-    assert {r.grader for r in res} == {f"math_verify=={math_verify_version()}"}
+    assert {r.grader for r in res} == {f"math_verify=={math_verify_version()}+{RULES_VERSION}"}
     extracted = mv_pool.grade([("2", "2"), ("2", None), ("2", "  ")], extracted=True)
     assert [r.grade for r in extracted] == ["correct", "invalid", "invalid"]
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ares_cli import __version__
 from ares_cli.errors import UsageError
 from ares_cli.grading.graders import math_verify_version
+from ares_cli.grading.math_grader import RULES_VERSION
 
 __all__ = [
     "GraderFn", "GraderSpec", "load_target", "builtin_specs", "ALIASES", "GraderRegistry",
@@ -107,12 +108,13 @@ def _target_of(fn: GraderFn) -> str:
 
 
 def builtin_specs() -> list[GraderSpec]:
-    """The built-in graders: ``math_verify`` (alias ``math``), ``boxed_int`` and ``choice``."""
+    """The built-in graders: ``math_verify`` (alias ``math``: math-verify with the project's rules,
+    :mod:`ares_cli.grading.math_grader`), ``boxed_int`` and ``choice``."""
     return [
         GraderSpec(
             "math_verify",
-            "ares_cli.grading.graders:math_verify_grade",
-            math_verify_version(),
+            "ares_cli.grading.math_grader:math_grade",
+            f"{math_verify_version()}+{RULES_VERSION}",
             extract=True,
             preload=("math_verify",),
             warmup=(("1", "1"), (r"\frac{1}{2}", "0.5"), ("[1,2)", "[1, 2)"), ("x+1", "1+x")),

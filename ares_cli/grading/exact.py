@@ -1,0 +1,198 @@
+"""Parsing with math-verify and comparing without floating-point closeness: equality is exact.
+
+math-verify compares two numbers by rounding floats to 6 decimals and by evaluating the difference of two
+exact expressions to 15 digits with ``chop=True``, so ``2^{1009}/(2^{1009}+1009)`` equals
+``2^{1009}/(2^{1009}+2018)`` and ``0.00366`` equals ``1 - 65/(24e)``. :func:`same_value` replaces that
+step (math-verify keeps its structures: sets, tuples, intervals, relations, matrices):
+
+- a decimal is the exact rational it writes (``0.5`` = 1/2, ``1048.576`` = 2^17/125, ``0.333333`` ≠ 1/3);
+- two numbers that differ at 30 significant digits are different; otherwise their difference is decided
+  exactly (rational arithmetic, then ``simplify``, then sympy's ``equals``); a difference sympy can neither
+  prove zero nor nonzero counts as zero only when it vanishes to 200 significant digits;
+- a percentage ``x%`` equals ``x`` and ``x/100`` (the gold ``35`` accepts ``35.0\\%``).
+
+Expressions with free symbols are left to math-verify's symbolic step (``simplify(a - b) == 0``), which
+is exact. Parsing keeps implicit products: math-verify strips a trailing "unit" word after a number or a
+space (``4bc`` → ``4``, ``2 a c`` → ``2 a``); here units are stripped only when what remains is a number.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+
+_CLOSE_DIGITS = 30
+_UNDECIDED_DIGITS = 200
+
+
+@lru_cache(maxsize=4)
+def _configs(units: bool):
+    from latex2sympy2_extended.latex2sympy2 import NormalizationConfig
+    from math_verify.parser import ExprExtractionConfig, LatexExtractionConfig
+
+    norm = NormalizationConfig(
+        basic_latex=True, units=units, malformed_operators=True, nits=True, boxed="all", equations=False
+    )
+    return [LatexExtractionConfig(normalization_config=norm), ExprExtractionConfig()], norm
+
+
+_COMMAND = re.compile(r"\\[A-Za-z]+")
+_BEFORE_GROUP = r"(?=\\left\s*\(|\(|\\[dt]?binom(?![A-Za-z]))"
+_NUMBER_THEN_GROUP = re.compile(r"(?<![_^\d.])(\d+(?:\.\d+)?)\s*" + _BEFORE_GROUP)
+_GROUP_THEN_GROUP = re.compile(r"\)\s*" + _BEFORE_GROUP)
+
+
+def explicit_products(text: str) -> str:
+    """``\\cdot`` where latex2sympy would add: ``2(3)`` is 5 and ``3\\binom{10}{4}`` is 3 + 210 there.
+
+    A number (not a sub- or superscript digit) or a closing parenthesis followed by a parenthesis or a
+    binomial is a product; ``2\\frac{1}{2}`` stays the mixed number 5/2."""
+    return _GROUP_THEN_GROUP.sub(r") \\cdot ", _NUMBER_THEN_GROUP.sub(r"\1 \\cdot ", text))
+
+
+@lru_cache(maxsize=8192)
+def letters(text: str) -> frozenset[str]:
+    """The Latin letters of ``text`` outside LaTeX command names."""
+    return frozenset(re.findall(r"[A-Za-z]", _COMMAND.sub(" ", text)))
+
+
+@lru_cache(maxsize=4096)
+def _unit_strip(text: str) -> tuple[frozenset[str], bool]:
+    """Letters math-verify's unit stripping removes from ``\\boxed{text}``, and whether a number is left."""
+    from latex2sympy2_extended.latex2sympy2 import normalize_latex
+
+    boxed = f"\\boxed{{{text}}}"
+    stripped = normalize_latex(boxed, _configs(True)[1])
+    plain = normalize_latex(boxed, _configs(False)[1])
+    if stripped == plain:
+        return frozenset(), True
+    return letters(plain) - letters(stripped), not letters(stripped)
+
+
+@lru_cache(maxsize=4096)
+def _parse(text: str, units: bool) -> tuple:
+    from math_verify import parse
+
+    extraction = _configs(units)[0]
+    return tuple(parse(f"\\boxed{{{text}}}", extraction_config=extraction, parsing_timeout=None))
+
+
+def parse_math(text: str, other: str = "") -> tuple:
+    """math-verify's parse of ``\\boxed{text}`` with :func:`explicit_products`. Units are stripped only
+    when a number is left and the other side of the comparison does not use the stripped letters
+    (``\\frac{2}{3}m`` keeps its ``m`` against ``R = \\frac{2}{3}m``; ``5 m`` is 5 against ``5``)."""
+    text = explicit_products(text)
+    removed, number_left = _unit_strip(text)
+    units = not removed or (number_left and not removed & letters(other))
+    return _parse(text, units)
+
+
+def _exact(value):
+    """``value`` with every Float replaced by the rational its decimal digits write."""
+    from sympy import Float, Rational
+
+    floats = value.atoms(Float)
+    return value.xreplace({f: Rational(str(f)) for f in floats}) if floats else value
+
+
+def _percent(value):
+    """(x, x/100) for a percentage ``x%`` as latex2sympy writes it; None otherwise."""
+    from math_verify.grader import get_pct_val
+
+    x = get_pct_val(value)
+    return None if x is None else (x, x / 100)
+
+
+def _gap_is_large(a, b, digits: int, tolerance: float) -> bool | None:
+    """Whether ``|a - b| > tolerance * max(|a|, |b|)`` at ``digits`` digits; None when not comparable."""
+    from sympy import N
+
+    va, vb = N(a, digits), N(b, digits)
+    gap, size = abs(va - vb), max(abs(va), abs(vb))
+    if not (gap.is_comparable and size.is_comparable):
+        return None
+    return bool(gap > size * tolerance)
+
+
+def _numbers_equal(a, b) -> bool:
+    """Exact equality of two numeric (symbol-free) sympy values (module docstring)."""
+    from sympy import simplify
+
+    a, b = _exact(a), _exact(b)
+    if a == b:
+        return True
+    if _gap_is_large(a, b, _CLOSE_DIGITS, 1e-20):  # before any exact evaluation of a power tower
+        return False
+    a, b = a.doit(), b.doit()
+    if a == b:
+        return True
+    if not (a.is_finite and b.is_finite):
+        return False
+    diff = a - b
+    if diff.is_Number:
+        return bool(diff == 0)
+    simplified = simplify(diff)
+    if simplified.is_Number:
+        return bool(simplified == 0)
+    verdict = simplified.equals(0)
+    if verdict is not None:
+        return bool(verdict)
+    return _gap_is_large(a, b, _UNDECIDED_DIGITS, 10.0 ** (20 - _UNDECIDED_DIGITS)) is False
+
+
+def numeric_eq(a, b, float_rounding: int = 6, numeric_precision: int = 15) -> bool:  # noqa: ARG001
+    """Drop-in for ``math_verify.grader.sympy_numeric_eq``: exact, never a rounded or chopped comparison."""
+    from sympy import Basic, MatrixBase
+
+    if isinstance(a, MatrixBase) and isinstance(b, MatrixBase):
+        a, b = a.doit(), b.doit()
+        return a.shape == b.shape and all(numeric_eq(x, y) for x, y in zip(a, b, strict=True))
+    if not isinstance(a, Basic) or not isinstance(b, Basic) or a.free_symbols or b.free_symbols:
+        return False
+    pa, pb = _percent(a), _percent(b)
+    try:
+        if pa is not None and pb is None:
+            return any(_numbers_equal(x, b) for x in pa)
+        if pb is not None and pa is None:
+            return any(_numbers_equal(a, x) for x in pb)
+        return _numbers_equal(a, b)
+    except (TypeError, ValueError, AttributeError, ZeroDivisionError):
+        return False
+
+
+def symbolic_eq(a, b) -> bool:
+    """Drop-in for ``math_verify.grader.sympy_symbolic_eq``: floats read as the decimals they write first."""
+    from sympy import Basic, MatrixBase, simplify
+
+    try:
+        if isinstance(a, Basic) and isinstance(b, Basic) and not (a.free_symbols or b.free_symbols):
+            return False  # numbers were decided by numeric_eq
+        diff = simplify(_exact(a) - _exact(b))
+        if isinstance(diff, MatrixBase):
+            return bool(diff.is_zero_matrix)
+        return bool(diff.is_zero)
+    except Exception:  # noqa: BLE001 - sympy raises many kinds on odd inputs; not equal
+        return False
+
+
+@contextmanager
+def exact_comparisons() -> Iterator[None]:
+    """math-verify's numeric and symbolic steps replaced by the exact ones for the duration of a call."""
+    from math_verify import grader
+
+    saved = grader.sympy_numeric_eq, grader.sympy_symbolic_eq
+    grader.sympy_numeric_eq, grader.sympy_symbolic_eq = numeric_eq, symbolic_eq
+    try:
+        yield
+    finally:
+        grader.sympy_numeric_eq, grader.sympy_symbolic_eq = saved
+
+
+def equal(gold: tuple, answer: tuple) -> bool:
+    """math-verify's ``verify(gold, answer)`` with exact number comparisons."""
+    from math_verify import verify
+
+    with exact_comparisons():
+        return bool(verify(list(gold), list(answer), timeout_seconds=None))
