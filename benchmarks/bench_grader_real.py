@@ -12,7 +12,11 @@ the output holds counts only. Reported:
 - the confusion against the hand-checked truth (decided cases only): false accepts (graded correct, truth
   false: a reward hack) and false rejects (not graded correct, truth true), in total and per class;
 - MATH-500 with each reference solution as the response: how many are graded correct (all should be);
-- grading speed through the pool (samples per second, after start-up).
+- grading speed through the pool (samples per second, after start-up);
+- ``math+judge`` with a scripted judge that answers EQUIVALENT to everything it is asked: which samples
+  the rules hand to the judge (per group, and every hand-checked case the rules do not accept), so the
+  judge path is exercised on each of them; with ``--judge-model`` also the seconds per verdict of a real
+  judge model through the hf backend on the first ``--judge-limit`` of those questions.
 
 Every number is given for the grader (``--grader``) and for the naive reference in the same run: the raw
 math-verify call (gold first, both boxed) in the same worker pool, which is what the math grader was
@@ -138,6 +142,69 @@ def score_handcheck(data: dict, grades: dict[tuple[str, int], str]) -> dict:
     return dict(total) | {"by_class": errors}
 
 
+class ScriptedJudge:
+    """A generation backend that answers every judge prompt with EQUIVALENT (the judge path, not a judge)."""
+
+    name = "scripted"
+
+    def generate(self, requests, sampling):
+        from ares_cli.generation import Completion
+
+        return [[Completion("EQUIVALENT", [], "stop")] for _ in requests]
+
+
+def judge_routing(data: dict, keys: list, items: list, args) -> dict:
+    """``math+judge`` with :class:`ScriptedJudge`: what the rules hand over, per group and hand-checked."""
+    from ares_cli.grading.judge import Judge, JudgeConfig, subject_of
+    from ares_cli.grading.judged import JudgedGrading
+
+    judge = Judge(ScriptedJudge, "scripted", JudgeConfig())
+    t0 = time.perf_counter()
+    with JudgedGrading("math+judge", judge, workers=args.workers, timeout_s=args.timeout_s) as grading:
+        results = grading.grade(items)
+    seconds = time.perf_counter() - t0
+    judged = {k: r.grader.startswith("judge==") for k, r in zip(keys, results, strict=True)}
+    subjects = [
+        (item[0], subject_of(item[1], r.extracted))
+        for key, item, r in zip(keys, items, results, strict=True)
+        if judged[key]
+    ]
+    groups: Counter = Counter(data["problems"][k[0]]["source"] for k, asked in judged.items() if asked)
+    hand = Counter()
+    for key, row in data["hand"].items():
+        if row["truth"] is None:
+            continue
+        if judged[key]:
+            hand[f"routed_truth_{str(row['truth']).lower()}"] += 1
+        elif row["truth"] is True and results[keys.index(key)].grade != "correct":
+            hand["rule_false_rejects_not_routed"] += 1
+        elif row["truth"] is False and results[keys.index(key)].grade == "correct":
+            hand["rule_false_accepts"] += 1
+    return {
+        "samples_routed": sum(judged.values()),
+        "routed_by_group": dict(sorted(groups.items())),
+        "judge_questions": judge.stats["asked"],
+        "handcheck": dict(hand),
+        "seconds": seconds,
+        "questions": subjects,
+    }
+
+
+def judge_cost(questions: list[tuple[str, str]], model: str, limit: int) -> dict:
+    """Seconds per verdict of a real judge model (hf backend, greedy) on the first ``limit`` questions."""
+    from ares_cli.generation import get_backend
+    from ares_cli.grading.judge import Judge, JudgeConfig
+
+    cfg = JudgeConfig(model=model, backend="hf")
+    judge = Judge(lambda: get_backend("hf", model, batch_size=cfg.batch_size), Path(model).name, cfg)
+    pairs = list(dict.fromkeys(questions))[:limit]
+    judge.decide(pairs[:1])  # loading the model is not timed
+    t0 = time.perf_counter()
+    judge.decide(pairs[1:])
+    n = max(1, len(pairs) - 1)
+    return {"model": model, "questions": n, "seconds_per_verdict": (time.perf_counter() - t0) / n}
+
+
 def evaluate(data: dict, keys: list, items: list, grader, args) -> dict:
     """Every number of the module docstring for one grader."""
     graded = grade_all(items + data["gold_items"], grader, args.workers, args.timeout_s)
@@ -167,6 +234,8 @@ def main() -> None:
     ap.add_argument("--grader", default="math_verify")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout-s", type=float, default=10.0)
+    ap.add_argument("--judge-model", default=None, help="time a real judge (hf) on the routed questions")
+    ap.add_argument("--judge-limit", type=int, default=20)
     args = ap.parse_args()
     missing = [f for f in FILES + GOLD_FILES if not (args.data / f).is_file()]
     if missing:
@@ -188,6 +257,11 @@ def main() -> None:
         "reference": reference,
         "speed_over_reference": grader["speed"]["samples_per_s"] / reference["speed"]["samples_per_s"],
     }
+    routing = judge_routing(data, keys, items, args)
+    questions = routing.pop("questions")
+    if args.judge_model:
+        routing["cost"] = judge_cost(questions, args.judge_model, args.judge_limit)
+    out["math+judge (scripted judge)"] = routing
     print(json.dumps(out, indent=2))
 
 

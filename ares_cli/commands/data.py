@@ -29,17 +29,27 @@ def check_command(
         ),
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Check only the first N rows.")] = None,
+    grader: Annotated[
+        str | None,
+        typer.Option(help="Grader the golds must be readable by (default: the manifest's, else math)."),
+    ] = None,
+    self_grade: Annotated[
+        bool, typer.Option(help="Grade each gold, boxed, against itself (worker processes).")
+    ] = True,
     json_output: Annotated[bool, typer.Option("--json", help="JSON summary on stdout.")] = False,
 ) -> None:
-    """Validate every row (exit 3 naming each bad row and field) and summarise the dataset."""
+    """Validate every row (exit 3 naming each bad row and field), summarise the dataset, and warn about
+    golds the grader cannot read (control characters, empty, not graded correct against themselves)."""
     from ares_cli.data.summary import check_source
 
     opts = options(ctx)
     if json_output and not opts.json:
         opts = dataclasses.replace(opts, json=True)
-    summary = check_source(source, field_map=field_map, limit=limit)
+    summary = check_source(source, field_map=field_map, limit=limit, grader=grader, self_grade=self_grade)
     if opts.verbosity >= 0:
         _print_summary(opts.console, summary)
+    for w in summary["gold_check"]["warnings"]:
+        opts.log(f"warning: {w['file']}:{w['row']} id {w['id']!r} field answer: {w['kind']}: {w['detail']}")
     prov = summary["provenance"]
     emit(
         opts,
@@ -99,6 +109,8 @@ def _print_summary(console, summary: dict) -> None:
         "provenance", json.dumps({k: prov.get(k) for k in ("kind", "name", "path_or_id", "revision")})
     )
     table.add_row("sha256", prov["sha256"])
+    gold = summary["gold_check"]
+    table.add_row("gold warnings", f"{len(gold['warnings'])} (grader {gold['grader']})")
     console.print(table)
 
 

@@ -5,7 +5,9 @@ raises them together; no row is ever skipped silently.
 
 Normalisation: ids may be ints in sources and become strings; numeric answers become strings, and a float
 with an integral value is written as an integer (AMC23's ``27.0`` → ``"27"``), other floats with ``repr``
-(``0.5`` → ``"0.5"``). String answers are kept as given, stripped of surrounding whitespace.
+(``0.5`` → ``"0.5"``). String answers are kept as given, stripped of surrounding spaces and newlines (not
+form feeds or tabs: those may be a ``\\frac`` or ``\\text`` eaten by a JSON escape, which the math grader
+reads back and ``ares data check`` reports).
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ def normalise_id(value: Any) -> str:
     raise ValueError(f"id must be a string or integer, got {_kind(value)}")
 
 
+_ANSWER_SPACE = " \n\r\u00a0"
+
+
 def normalise_answer(value: Any) -> str:
     """A gold answer as a non-empty string; numbers converted (integral floats as ints)."""
     if isinstance(value, bool) or value is None:
@@ -55,7 +60,7 @@ def normalise_answer(value: Any) -> str:
     if isinstance(value, str):
         if not value.strip():
             raise ValueError("answer is empty")
-        return value.strip()
+        return value.strip(_ANSWER_SPACE)
     raise ValueError(f"answer must be a string or number, got {_kind(value)}")
 
 

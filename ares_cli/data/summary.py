@@ -70,19 +70,31 @@ def summarize(records: Sequence[dict]) -> dict[str, Any]:
     }
 
 
-def check_source(source: str, *, field_map: str | dict | None = None, limit: int | None = None) -> dict:
+def check_source(
+    source: str,
+    *,
+    field_map: str | dict | None = None,
+    limit: int | None = None,
+    grader: str | None = None,
+    self_grade: bool = True,
+) -> dict:
     """Load and validate ``source``, decoding every image (raises InputErrors naming every bad row, file and
-    field), and summarise it."""
+    field), and summarise it, with warnings about golds the grader cannot read
+    (:mod:`ares_cli.data.gold_check`; ``grader``: the manifest's, else math_verify)."""
+    from ares_cli.data.gold_check import gold_warnings
     from ares_cli.data.images import inspect_images
     from ares_cli.data.records import raise_errors
 
     loaded = load_problems(source, limit=limit, field_map=field_map)
     image_summary, errors = inspect_images(loaded.records, loaded.locations)
     raise_errors(errors)
+    grader = grader or (loaded.manifest and loaded.manifest.grader) or "math_verify"
+    warnings = gold_warnings(loaded.records, loaded.locations, grader=grader, self_grade=self_grade)
     return {
         "source": str(source),
         "valid": True,
         **summarize(loaded.records),
         "image_stats": image_summary,
         "provenance": loaded.provenance,
+        "gold_check": {"grader": grader, "self_graded": self_grade, "warnings": warnings},
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -132,6 +133,7 @@ def builtin_specs() -> list[GraderSpec]:
 
 
 ALIASES = {"math": "math_verify"}
+JUDGE_NAME = re.compile(r"^(?:[A-Za-z_][\w.]*\+)?judge(?::.+)?$")  # ares_cli.grading.judge
 
 
 class GraderRegistry:
@@ -171,10 +173,18 @@ class GraderRegistry:
         grader = ALIASES.get(grader, grader)
         if grader in self._specs:
             return self._specs[grader]
+        if JUDGE_NAME.match(grader):
+            raise UsageError(
+                f"grader {grader!r} asks a judge model: it grades in ares eval and ares passrate "
+                "(ares_cli.grading.judged), not in grading workers"
+            )
         if ":" in grader:
             return GraderSpec(grader, grader, _source_version(load_target(grader)), extract=False)
         valid = ", ".join(self.names())
-        raise UsageError(f"unknown grader {grader!r}; valid graders: {valid} (or a custom 'module:function')")
+        raise UsageError(
+            f"unknown grader {grader!r}; valid graders: {valid}, judge, judge:MODEL, RULES+judge "
+            "(or a custom 'module:function')"
+        )
 
 
 def default_registry() -> GraderRegistry:

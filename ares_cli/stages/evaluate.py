@@ -178,6 +178,10 @@ def run_eval(
         check_golds(loaded[plan["name"]].records, plan["grader"], plan["source"])
         if cfg.backend != "replay":
             check_image_support(loaded[plan["name"]].records, loaded[plan["name"]].locations, model_path)
+    from ares_cli.grading.judged import load_verdicts, prepare_judge, save_verdicts
+
+    judge, judge_inputs = prepare_judge(store, [p["grader"] for p in benches], cfg.judge)
+    inputs += judge_inputs
     difficulty: dict[str, Any] = {}
     if difficulty_ref is not None:
         difficulty, ref = difficulty_from_passrate(store, difficulty_ref)
@@ -193,6 +197,7 @@ def run_eval(
     if run.up_to_date:
         return run, json.loads((run.final_dir / "results.json").read_text())
     results, tables, timing, kept, skipped = {}, [], {}, {}, {}
+    load_verdicts(judge, run.work_dir)
     context_model = None if cfg.backend == "replay" else model_path
     for plan in benches:  # every benchmark's prompts are checked against the context before any work
         name = plan["name"]
@@ -211,8 +216,9 @@ def run_eval(
         log(f"eval: {name}: {len(problems)} problems x {k} samples")
         timing[name] = _sample_and_vote(
             problems, rows, bench_cfg, model_path,
-            progress or (lambda d, t, s: log(f"  {d}/{t} problems  {s:.1f}s")),
+            progress or (lambda d, t, s: log(f"  {d}/{t} problems  {s:.1f}s")), judge,
         )  # fmt: skip
+        save_verdicts(judge, run.work_dir)
         results[name] = score_benchmark(
             problems, list(rows.rows.values()), k, difficulty, cfg.difficulty_key, plan["aggregate"]
         )
@@ -222,7 +228,10 @@ def run_eval(
     )
     (run.work_dir / "results.md").write_text("\n".join(tables))
     overall = {n: r["overall"] for n, r in results.items()}
-    run.finalize({"benches": overall, "timing": timing, "skipped_long_prompts": skipped})
+    stats = {"benches": overall, "timing": timing, "skipped_long_prompts": skipped}
+    if judge is not None:
+        stats["judge"] = save_verdicts(judge, run.work_dir)
+    run.finalize(stats)
     return run, results
 
 
@@ -282,8 +291,9 @@ def _bench_plan(store, cfg: EvalConfig, *, data, from_samples, regrade) -> list[
 def check_golds(problems: list[dict], grader: str, source: str) -> None:
     """A choice grader needs every gold to name an option: report each one that does not (exit 3)."""
     from ares_cli.grading import resolve_grader
+    from ares_cli.grading.judge import parse_judge_grader
 
-    if not resolve_grader(grader).with_options:
+    if parse_judge_grader(grader) or not resolve_grader(grader).with_options:
         return
     from ares_cli.errors import InputErrors
     from ares_cli.grading.choice import choice_gold, gold_letter, parse_options
@@ -298,12 +308,13 @@ def check_golds(problems: list[dict], grader: str, source: str) -> None:
         raise InputErrors(errors)
 
 
-def _sample_and_vote(problems, rows, cfg: EvalConfig, model_path, progress) -> dict[str, float]:
+def _sample_and_vote(problems, rows, cfg: EvalConfig, model_path, progress, judge=None) -> dict[str, float]:
     """Generate and grade missing samples, then add each sample's vote class (verified equivalence)."""
-    from ares_cli.grading import GradingPool
+    from ares_cli.grading.judged import open_grading
     from ares_cli.stages.sampling import most_images, open_backend, sample_and_grade
 
-    with GradingPool(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s) as pool:
+    grading = open_grading(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s, judge=judge)
+    with grading as pool:
         timing = {"generate_s": 0.0, "grade_s": 0.0}
         if not all((p["id"], i) in rows for p in problems for i in range(cfg.k)):
             backend = open_backend(cfg, model_path, max_images=most_images(problems))

@@ -151,6 +151,10 @@ def run_passrate(
         inputs.append(ref)
     if cfg.backend != "replay":
         check_image_support(loaded.records, loaded.locations, model_path)
+    from ares_cli.grading.judged import load_verdicts, prepare_judge, save_verdicts
+
+    judge, judge_inputs = prepare_judge(store, [cfg.grader], cfg.judge)
+    inputs += judge_inputs
     run = store.open_stage(
         "passrate",
         code_version=CODE_VERSION,
@@ -168,8 +172,11 @@ def run_passrate(
     rows = run.rows("samples.jsonl", SAMPLE_KEY)
     if run.resumed:
         log(f"passrate: resuming {run.artifact_id} with {len(rows)} samples already graded")
-    stats = _sample(problems, rows, cfg, model_path, progress or _progress_lines(log))
+    load_verdicts(judge, run.work_dir)
+    stats = _sample(problems, rows, cfg, model_path, progress or _progress_lines(log), judge)
     extra = {"timing": stats, "shard": cfg.shard, "skipped_long_prompts": skipped}
+    if judge is not None:
+        extra["judge"] = save_verdicts(judge, run.work_dir)
     return run, _finish(run, problems, rows, cfg, extra)
 
 
@@ -187,14 +194,15 @@ def _progress_lines(log: Callable[[str], None]) -> Callable[[int, int, float], N
     return lambda done, total, seconds: log(f"  {done}/{total} problems  {seconds:.1f}s")
 
 
-def _sample(problems, rows, cfg: SamplingConfig, model_path, progress) -> dict[str, float]:
-    from ares_cli.grading import GradingPool
+def _sample(problems, rows, cfg: SamplingConfig, model_path, progress, judge=None) -> dict[str, float]:
+    from ares_cli.grading.judged import open_grading
     from ares_cli.stages.sampling import most_images, open_backend, sample_and_grade
 
     if all((p["id"], i) in rows for p in problems for i in range(cfg.k)):
         return {"generate_s": 0.0, "grade_s": 0.0, "generated_rows": 0}
     backend = open_backend(cfg, model_path, max_images=most_images(problems))
-    with GradingPool(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s) as pool:
+    grading = open_grading(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s, judge=judge)
+    with grading as pool:
         return sample_and_grade(problems, rows, cfg=cfg, backend=backend, pool=pool, progress=progress)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from ares_cli.config import option
 from ares_cli.errors import StageFailure
+from ares_cli.grading.judge import JudgeConfig, check_judge_grader, parse_judge_grader
 from ares_cli.models.pixels import MAX_PIXELS, MIN_PIXELS
 
 SAMPLE_KEY = ("problem_id", "sample_idx")
@@ -54,12 +55,18 @@ class SamplingConfig:
         False,
         "Skip (and report) problems whose prompt + max_new_tokens exceeds the model's context, not fail.",
     )
+    judge: JudgeConfig = option(
+        JudgeConfig(), "Model judge of the judge graders (judge, judge:MODEL, math+judge)."
+    )
 
     def check(self) -> None:
-        """The grader must resolve (a known name, or an importable ``module:function(gold, response)``)."""
+        """The grader must resolve (a known name, an importable ``module:function(gold, response)``, or
+        a judge grader with a judge model to ask)."""
         from ares_cli.grading.registry import resolve_grader
 
-        if self.grader:
+        if self.grader and parse_judge_grader(self.grader):
+            check_judge_grader(self.grader, self.judge)
+        elif self.grader:
             resolve_grader(self.grader)
 
 

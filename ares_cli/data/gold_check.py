@@ -1,0 +1,82 @@
+"""``ares data check`` warnings about golds a grader cannot read (the rows stay valid; exit 0).
+
+- **control characters** (not newlines): JSON escapes that ate a LaTeX command, ``\\f``\\ rac as a form
+  feed + ``rac``, ``\\t``\\ ext as a tab + ``ext``; the math grader reads them back as the command, other
+  graders may not;
+- **empty golds**: nothing left once delimiters, ``\\text{}`` wrappers and spacing are removed (``$ $``);
+- **golds that fail self-grading**: each gold, boxed, graded against itself by the dataset's grader in
+  its worker pool must be correct. For ``math`` this parses the gold (no plain-text shortcut), so an
+  unparseable gold shows up here rather than as ``error`` grades in a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ares_cli.grading.answer_forms import control_characters, plain_text, repair_escapes, strip_delimiters
+
+
+def _self_grade_spec(grader: str):
+    """The worker grader a gold is checked with: the rules of a judge grader; ``math`` without shortcut."""
+    from ares_cli.grading.judge import parse_judge_grader, rules_spec
+    from ares_cli.grading.registry import resolve_grader
+
+    judged = parse_judge_grader(grader)
+    spec = rules_spec(judged) if judged else resolve_grader(grader)
+    if spec.target.startswith("ares_cli.grading.math_grader:"):
+        return replace(spec, name="math_verify/self", target="ares_cli.grading.math_grader:gold_self_grade")
+    return spec
+
+
+def gold_warnings(
+    records: Sequence[dict],
+    locations: Sequence[tuple[str, int]],
+    *,
+    grader: str = "math_verify",
+    self_grade: bool = True,
+    workers: int = 2,
+    timeout_s: float = 10.0,
+) -> list[dict]:
+    """One warning per problem and kind: ``{id, file, row, field, kind, detail}``."""
+    where = list(locations) + [("", 0)] * (len(records) - len(locations))
+
+    def warning(i: int, kind: str, detail: str) -> dict:
+        file, row = where[i]
+        return {
+            "id": records[i]["id"],
+            "file": file,
+            "row": row,
+            "field": "answer",
+            "kind": kind,
+            "detail": detail,
+        }
+
+    out = []
+    for i, r in enumerate(records):
+        answer = r["answer"]
+        if chars := control_characters(answer):
+            repaired = repair_escapes(answer)
+            detail = f"{', '.join(chars)} in {answer!r}" + (
+                f" (read as {repaired!r})" if repaired != answer else ""
+            )
+            out.append(warning(i, "control characters", detail))
+        if not plain_text(strip_delimiters(repair_escapes(answer))):
+            out.append(warning(i, "empty gold", f"nothing to grade in {answer!r}"))
+    if self_grade and records:
+        from ares_cli.grading import GradingPool
+
+        spec = _self_grade_spec(grader)
+        copy = (
+            repair_escapes if spec.target.endswith(":gold_self_grade") else str
+        )  # a boxed answer is stripped
+        with GradingPool(spec, workers=workers, timeout_s=timeout_s) as pool:
+            golds = [pool.gold_for(r) for r in records]
+            answers = [f"\\boxed{{{copy(r['answer'])}}}" for r in records]
+            results = pool.grade(list(zip(golds, answers, strict=True)))
+            label = pool.grader
+        for i, res in enumerate(results):
+            if res.grade != "correct":
+                detail = f"graded {res.grade} by {label}" + (f": {res.detail}" if res.detail else "")
+                out.append(warning(i, "gold not graded correct against itself", detail))
+    return out
