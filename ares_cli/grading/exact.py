@@ -18,6 +18,7 @@ space (``4bc`` → ``4``, ``2 a c`` → ``2 a``); here units are stripped only w
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,7 +69,8 @@ def _unit_strip(text: str) -> tuple[frozenset[str], bool]:
     plain = normalize_latex(boxed, _configs(False)[1])
     if stripped == plain:
         return frozenset(), True
-    return letters(plain) - letters(stripped), not letters(stripped)
+    kept = len(os.path.commonprefix([stripped, plain]))
+    return letters(plain[kept:]) or frozenset("?"), not letters(stripped)
 
 
 @lru_cache(maxsize=4096)
@@ -164,12 +166,15 @@ def numeric_eq(a, b, float_rounding: int = 6, numeric_precision: int = 15) -> bo
 
 def symbolic_eq(a, b) -> bool:
     """Drop-in for ``math_verify.grader.sympy_symbolic_eq``: floats read as the decimals they write first."""
-    from sympy import Basic, MatrixBase, simplify
+    from sympy import Basic, MatrixBase, expand, expand_func, simplify
 
     try:
         if isinstance(a, Basic) and isinstance(b, Basic) and not (a.free_symbols or b.free_symbols):
             return False  # numbers were decided by numeric_eq
-        diff = simplify(_exact(a) - _exact(b))
+        diff = _exact(a) - _exact(b)
+        if isinstance(diff, Basic) and expand(expand_func(diff)) == 0:  # polynomials, binomials: fast
+            return True
+        diff = simplify(diff)
         if isinstance(diff, MatrixBase):
             return bool(diff.is_zero_matrix)
         return bool(diff.is_zero)

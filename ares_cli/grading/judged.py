@@ -89,6 +89,18 @@ class JudgedGrading:
         return self.pool.equivalence_classes_batch(groups, **kwargs)
 
 
+def grader_label(grader: str) -> str:
+    """The provenance label of a grader name (its version included), for a stage's cache key."""
+    from ares_cli.grading.judge import PROMPT_VERSION
+    from ares_cli.grading.registry import resolve_grader
+
+    parsed = parse_judge_grader(grader)
+    if parsed is None:
+        return resolve_grader(grader).label
+    judge = f"judge-p{PROMPT_VERSION}"
+    return judge if parsed.rules is None else f"{rules_spec(parsed).label}+{judge}"
+
+
 def open_grading(grader: str, *, workers: int, timeout_s: float, judge: Judge | None):
     """A GradingPool for a rule grader, a JudgedGrading for a judge grader (which needs ``judge``)."""
     if parse_judge_grader(grader) is None:

@@ -25,6 +25,7 @@ Order of the rules (``docs/evaluation.md`` has the table of what each accepts an
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ares_cli.grading.answer_forms import (
     Items,
@@ -131,6 +132,15 @@ def _undecided(gold: str, answer: str, g, a) -> bool:
     return bool(gs) and len(gs) == len(as_) and gs != as_
 
 
+def _relations_in_other_symbols(g, a) -> bool:
+    """Two relations over different symbols: never equal, and math-verify would ``solve`` them (slow)."""
+    try:
+        return _kind(g) == _kind(a) == "relation" and g.free_symbols != a.free_symbols
+    except AttributeError:
+        return False
+
+
+@lru_cache(maxsize=8192)
 def compare_item(gold: str, answer: str) -> str:
     """One gold item against one answer item (rule 5)."""
     from ares_cli.grading.exact import equal, parse_math
@@ -143,10 +153,10 @@ def compare_item(gold: str, answer: str) -> str:
     g, a = parse_math(gold, answer), parse_math(answer, gold)
     if not g or not a:
         return UNDECIDED
-    if equal(g, a):
-        return CORRECT
     renamed = _renamed_argument(g[0], a[0])
     if renamed is not None and equal(g[:1], (renamed,)):
+        return CORRECT
+    if not _relations_in_other_symbols(g[0], a[0]) and equal(g, a):
         return CORRECT
     return UNDECIDED if _undecided(gold, answer, g[0], a[0]) else INCORRECT
 
@@ -160,8 +170,15 @@ def _compare_in_order(golds, answers) -> str:
 
 def _compare_as_multiset(golds, answers) -> str:
     left = list(answers)
+    rest = []
+    for g in golds:  # the same text first: no parsing
+        same = next((i for i, a in enumerate(left) if plain_text(a) == plain_text(g)), None)
+        if same is None:
+            rest.append(g)
+        else:
+            del left[same]
     undecided = False
-    for g in golds:
+    for g in rest:
         for i, a in enumerate(left):
             v = compare_item(g, a)
             if v == CORRECT:

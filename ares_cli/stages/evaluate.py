@@ -178,7 +178,7 @@ def run_eval(
         check_golds(loaded[plan["name"]].records, plan["grader"], plan["source"])
         if cfg.backend != "replay":
             check_image_support(loaded[plan["name"]].records, loaded[plan["name"]].locations, model_path)
-    from ares_cli.grading.judged import load_verdicts, prepare_judge, save_verdicts
+    from ares_cli.grading.judged import grader_label, load_verdicts, prepare_judge, save_verdicts
 
     judge, judge_inputs = prepare_judge(store, [p["grader"] for p in benches], cfg.judge)
     inputs += judge_inputs
@@ -189,6 +189,7 @@ def run_eval(
     config = to_dict(cfg) | {
         "benches": [f"{p['name']}:{p['k']}" for p in benches],
         "graders": {p["name"]: p["grader"] for p in benches},
+        "grader_labels": {p["name"]: grader_label(p["grader"]) for p in benches},  # a new grader re-keys
         "aggregates": {p["name"]: p["aggregate"] for p in benches if p["aggregate"]},
     }
     run = store.open_stage(

@@ -15,10 +15,12 @@ from typing import Any
 from ares_cli.config import option, to_dict
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
+from ares_cli.grading.judge import JudgeConfig
 from ares_cli.stages.sampling import SAMPLE_KEY, SamplingConfig, checked_problems
 from ares_cli.store.artifacts import ArtifactStore, InputRef
 
 CODE_VERSION = "1"
+GRADER_LABEL = "grader_label"
 
 
 @dataclass(frozen=True)
@@ -151,14 +153,14 @@ def run_passrate(
         inputs.append(ref)
     if cfg.backend != "replay":
         check_image_support(loaded.records, loaded.locations, model_path)
-    from ares_cli.grading.judged import load_verdicts, prepare_judge, save_verdicts
+    from ares_cli.grading.judged import grader_label, load_verdicts, prepare_judge, save_verdicts
 
     judge, judge_inputs = prepare_judge(store, [cfg.grader], cfg.judge)
     inputs += judge_inputs
     run = store.open_stage(
         "passrate",
         code_version=CODE_VERSION,
-        config=to_dict(cfg),
+        config=to_dict(cfg) | {GRADER_LABEL: grader_label(cfg.grader)},  # a new grader re-keys
         inputs=inputs,
         seeds={"seed": cfg.seed},
         force=force,
@@ -212,9 +214,10 @@ def merge_shards(store: ArtifactStore, refs: list[str], *, force: bool = False):
     for m in manifests:
         if m["stage"] != "passrate" or not m["config"].get("shard"):
             raise InputError(f"{m['artifact_id']} is not a passrate shard")
-    base = {k: v for k, v in manifests[0]["config"].items() if k != "shard"}
+    base = {k: v for k, v in manifests[0]["config"].items() if k not in ("shard", GRADER_LABEL)}
+    label = {k: v for k, v in manifests[0]["config"].items() if k == GRADER_LABEL}
     for m in manifests[1:]:
-        if {k: v for k, v in m["config"].items() if k != "shard"} != base:
+        if {k: v for k, v in m["config"].items() if k != "shard"} != base | label:
             raise InputError(f"{m['artifact_id']}: config differs from {manifests[0]['artifact_id']}")
         if [i["sha256"] for i in m["inputs"]] != [i["sha256"] for i in manifests[0]["inputs"]]:
             raise InputError(f"{m['artifact_id']}: inputs differ from {manifests[0]['artifact_id']}")
@@ -222,7 +225,9 @@ def merge_shards(store: ArtifactStore, refs: list[str], *, force: bool = False):
     count = shards[0][1]
     if shards != [(i, count) for i in range(count)]:
         raise InputError(f"shards {[f'{i}/{n}' for i, n in shards]} do not cover 0..{count - 1} of {count}")
-    cfg = PassrateConfig(**{**base, "stop": base.get("stop", [])})
+    cfg = PassrateConfig(
+        **{**base, "stop": base.get("stop", []), "judge": JudgeConfig(**base.get("judge", {}))}
+    )
     inputs = [
         store.input_ref(f"shard{i}", store.resolve(m["artifact_id"]))
         for i, m in enumerate(sorted(manifests, key=lambda m: m["config"]["shard"]))
@@ -230,7 +235,7 @@ def merge_shards(store: ArtifactStore, refs: list[str], *, force: bool = False):
     run = store.open_stage(
         "passrate",
         code_version=CODE_VERSION,
-        config=to_dict(cfg),
+        config=to_dict(cfg) | label,
         inputs=inputs,
         seeds={"seed": cfg.seed},
         force=force,
