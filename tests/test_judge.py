@@ -213,3 +213,18 @@ def test_a_real_judge_model_through_hf(tmp_path, tiny_model_dir):
 def _samples_of(directory: Path) -> list[dict]:
     (path,) = (directory / "samples").glob("*.jsonl")
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["eval", "--bench", "toy-test", "--model", "m", "--grader", "math+judge"], "names no judge model"),
+        (["eval", "--bench", "toy-test", "--model", "m", "--grader", "judge", "--set", "judge.backend=replay"],
+         "replay_file"),
+        (["rl", "--data", "toy-train", "--model", "m", "--set", "grading.grader=math+judge"], "asks a judge model"),
+    ],
+)  # fmt: skip
+def test_judge_graders_without_what_they_need_are_usage_errors(tmp_path, args, fragment):
+    proc = run_ares(*args, root=tmp_path / "art", check=False)
+    assert proc.returncode == 2 and fragment in proc.stderr, proc.stderr[-800:]
+    assert "Traceback" not in proc.stderr

@@ -45,7 +45,10 @@ def boxed_int_grade(gold: str, answer: str) -> str:
 
 
 def math_verify_grade(gold: str, answer: str) -> str:
-    """math-verify, gold first: both sides are wrapped in ``\\boxed{}`` before ``parse`` (bare gold is mangled)."""
+    """Raw math-verify, gold first, both sides wrapped in ``\\boxed{}`` before ``parse`` (bare gold is mangled).
+
+    The ``math_verify`` grader of the registry is :func:`ares_cli.grading.math_grader.math_grade` (this call
+    with exact numbers and the answer-form rules); this one is the benchmarks' naive reference."""
     from math_verify import parse, verify
 
     gold_parsed = parse(f"\\boxed{{{gold}}}", parsing_timeout=None)
