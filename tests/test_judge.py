@@ -228,3 +228,32 @@ def test_judge_graders_without_what_they_need_are_usage_errors(tmp_path, args, f
     proc = run_ares(*args, root=tmp_path / "art", check=False)
     assert proc.returncode == 2 and fragment in proc.stderr, proc.stderr[-800:]
     assert "Traceback" not in proc.stderr
+
+
+def test_passrate_with_math_plus_judge(tmp_path):
+    """passrate takes a judge grader too: pass rates count what the judge accepted."""
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text(
+        json.dumps({"id": "p1", "source": "s", "problem": "?", "answer": r"\text{Yes}"}) + "\n"
+    )
+    responses = [r"\boxed{\text{Yes, always.}}", r"\boxed{\text{No}}", "no box at all"]
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text("".join(
+        json.dumps({"problem_id": "p1", "sample_idx": i, "response": r, "n_tokens": 4}) + "\n"
+        for i, r in enumerate(responses)
+    ))  # fmt: skip
+    script = _script(tmp_path / "judge.jsonl", {
+        (r"\text{Yes}", r"\text{Yes, always.}"): "EQUIVALENT",
+        (r"\text{Yes}", r"\text{No}"): "DIFFERENT",
+        (r"\text{Yes}", "no box at all"): "DIFFERENT",
+    })  # fmt: skip
+    out = run_ares(
+        "--json", "passrate", "--data", str(problems), "-k", "3", "--backend", "replay",
+        "--set", f"replay_file={completions}", "--grader", "math+judge", "--set", "judge.backend=replay",
+        "--set", f"judge.replay_file={script}", "--set", "grade_workers=1", root=tmp_path / "art",
+    )  # fmt: skip
+    directory = Path(json.loads(out.stdout)["path"])
+    (record,) = [json.loads(line) for line in (directory / "passrates.jsonl").read_text().splitlines()]
+    assert record["n_correct"] == 1
+    stats = json.loads((directory / "manifest.json").read_text())["stats"]
+    assert stats["judge"]["asked"] == 3 and stats["judge"]["equivalent"] == 1
