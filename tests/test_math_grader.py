@@ -212,6 +212,15 @@ def test_or_in_a_gold_is_an_alternative_only_for_the_same_value():
     check(r"x = 1 \text{ or } x = 2", ["1, 2", "x = 2, x = 1"], ["1", "2"])
 
 
+def test_equivalent_statements_in_a_gold():
+    check(r"x^2 \ge 4 \Leftrightarrow |x| \ge 2", [r"|x| \ge 2", r"x^{2} \geq 4"], [r"x \ge 2", r"|x| \ge 4"])
+
+
+def test_a_prose_gold_with_its_answer_in_display_math():
+    gold = r"The functions are \[ f(x) = 0 \quad \text{or} \quad f(x) = x^{2} \]"
+    check(gold, [r"f(x) = 0 \text{ or } f(x) = x^2"], ["f(x) = 0", r"f(x) = x^2 \text{ or } f(x) = x"])
+
+
 def test_what_the_rules_leave_to_the_judge():
     undecided = [
         (r"\text{Yes}", r"\text{Yes, the set can always be extended.}"),
