@@ -155,10 +155,11 @@ class ScriptedJudge:
 
 def judge_routing(data: dict, keys: list, items: list, args) -> dict:
     """``math+judge`` with :class:`ScriptedJudge`: what the rules hand over, per group and hand-checked."""
-    from ares_cli.grading.judge import Judge, JudgeConfig, subject_of
+    from ares_cli.grading.judge import subject_of
     from ares_cli.grading.judged import JudgedGrading
+    from ares_cli.stages.judging import JudgeConfig, ModelJudge
 
-    judge = Judge(ScriptedJudge, "scripted", JudgeConfig())
+    judge = ModelJudge(ScriptedJudge, "scripted", JudgeConfig())
     t0 = time.perf_counter()
     with JudgedGrading("math+judge", judge, workers=args.workers, timeout_s=args.timeout_s) as grading:
         results = grading.grade(items)
@@ -193,10 +194,10 @@ def judge_routing(data: dict, keys: list, items: list, args) -> dict:
 def judge_cost(questions: list[tuple[str, str]], model: str, limit: int) -> dict:
     """Seconds per verdict of a real judge model (hf backend, greedy) on the first ``limit`` questions."""
     from ares_cli.generation import get_backend
-    from ares_cli.grading.judge import Judge, JudgeConfig
+    from ares_cli.stages.judging import JudgeConfig, ModelJudge
 
     cfg = JudgeConfig(model=model, backend="hf")
-    judge = Judge(lambda: get_backend("hf", model, batch_size=cfg.batch_size), Path(model).name, cfg)
+    judge = ModelJudge(lambda: get_backend("hf", model, batch_size=cfg.batch_size), Path(model).name, cfg)
     pairs = list(dict.fromkeys(questions))[:limit]
     judge.decide(pairs[:1])  # loading the model is not timed
     t0 = time.perf_counter()

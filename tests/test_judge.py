@@ -14,8 +14,6 @@ from ares_cli.grading import resolve_grader
 from ares_cli.grading.judge import (
     JUDGE_PROMPT,
     PROMPT_VERSION,
-    Judge,
-    JudgeConfig,
     JudgeGrader,
     check_judge_grader,
     judge_key,
@@ -25,6 +23,7 @@ from ares_cli.grading.judge import (
     subject_of,
 )
 from ares_cli.grading.judged import JudgedGrading
+from ares_cli.stages.judging import JudgeConfig, ModelJudge
 from ares_cli.toy.build import base_dir
 
 
@@ -71,10 +70,10 @@ def _script(path: Path, verdicts: dict[tuple[str, str], str]) -> Path:
     return path
 
 
-def _replay_judge(script: Path) -> Judge:
+def _replay_judge(script: Path) -> ModelJudge:
     from ares_cli.generation import get_backend
 
-    return Judge(lambda: get_backend("replay", script), "replay@test", JudgeConfig(backend="replay"))
+    return ModelJudge(lambda: get_backend("replay", script), "replay@test", JudgeConfig(backend="replay"))
 
 
 def test_math_plus_judge_asks_only_where_the_rules_cannot_decide(tmp_path):

@@ -4,7 +4,8 @@
 ``RULES+judge`` (``math+judge``) grades with the rules first and asks the judge only where the rules say
 ``invalid``: no boxed answer, or (for ``math``) an answer the rules cannot read
 (:func:`ares_cli.grading.math_grader.math_triage_grade`). The judge runs through the generation backends
-(``hf`` on CPU, ``vllm`` on GPU, ``replay`` for scripted verdicts in tests):
+(``hf`` on CPU, ``vllm`` on GPU, ``replay`` for scripted verdicts in tests; the model side is
+:mod:`ares_cli.stages.judging`):
 
 - the prompt is :data:`JUDGE_PROMPT` (version :data:`PROMPT_VERSION`), through the judge's chat template,
   with the extracted answer, or the end of the response when it has no boxed answer;
@@ -21,13 +22,25 @@ from __future__ import annotations
 
 import hashlib
 import re
-import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from ares_cli.config import option
 from ares_cli.errors import UsageError
+from ares_cli.grading.registry import ALIASES, JUDGE_NAME, resolve_grader
+
+__all__ = [
+    "JUDGE",
+    "JUDGE_PROMPT",
+    "PROMPT_VERSION",
+    "JudgeGrader",
+    "check_judge_grader",
+    "judge_key",
+    "judge_model",
+    "judge_prompt",
+    "parse_judge_grader",
+    "read_verdict",
+    "rules_spec",
+    "subject_of",
+]
 
 JUDGE = "judge"
 PROMPT_VERSION = 1
@@ -44,20 +57,6 @@ Final answer of the solution (or, when it has no boxed answer, the end of the so
 Is the final answer mathematically equivalent to the reference answer (the same value, set, expression or \
 statement, possibly written differently)? Reply with one word: EQUIVALENT or DIFFERENT."""
 _VERDICT = re.compile(r"\b(not\s+equivalent|equivalent|different)\b", re.I)
-_NAME = re.compile(r"^(?:(?P<rules>[A-Za-z_][\w.]*)\+)?judge(?::(?P<model>.+))?$")
-
-
-@dataclass(frozen=True)
-class JudgeConfig:
-    """The judge model and how it is asked."""
-
-    model: str | None = option(
-        None, "Judge model (artifact, model directory or HF id) for judge graders; judge:MODEL names it too."
-    )
-    backend: str = option("auto", "Judge generation backend: auto, hf, vllm, replay (scripted verdicts).")
-    max_new_tokens: int = option(16, "Judge's greedy generation budget (its verdict is one word).", ge=1)
-    replay_file: str | None = option(None, "Scripted verdicts JSONL for the replay judge (keys: judge_key).")
-    batch_size: int = option(16, "Judge prompts per forward pass (hf backend).", ge=1)
 
 
 @dataclass(frozen=True)
@@ -70,16 +69,18 @@ class JudgeGrader:
 
 def parse_judge_grader(name: str | None) -> JudgeGrader | None:
     """``judge``, ``judge:MODEL``, ``RULES+judge``, ``RULES+judge:MODEL``; None for any other grader."""
-    m = _NAME.match(name or "")
+    m = JUDGE_NAME.match(name or "")
     return None if m is None else JudgeGrader(m.group("rules"), m.group("model"))
 
 
-def judge_model(grader: JudgeGrader, cfg: JudgeConfig) -> str | None:
+def judge_model(grader: JudgeGrader, cfg) -> str | None:
+    """The judge's model: the grader's own (``judge:MODEL``), else ``cfg.model``."""
     return grader.model or cfg.model
 
 
-def check_judge_grader(name: str, cfg: JudgeConfig) -> JudgeGrader:
-    """The parsed judge grader; UsageError when its rules are unknown or it has no model to ask."""
+def check_judge_grader(name: str, cfg) -> JudgeGrader:
+    """The parsed judge grader; UsageError when its rules are unknown or it has no model to ask
+    (``cfg``: the stage's judge settings, :class:`ares_cli.stages.judging.JudgeConfig`)."""
     grader = parse_judge_grader(name)
     if grader is None:
         raise UsageError(f"{name!r} is not a judge grader")
@@ -96,8 +97,6 @@ def check_judge_grader(name: str, cfg: JudgeConfig) -> JudgeGrader:
 def rules_spec(grader: JudgeGrader):
     """The worker grader of the rules part: ``math`` hands what it cannot read over as ``invalid``."""
     from dataclasses import replace
-
-    from ares_cli.grading.registry import ALIASES, resolve_grader
 
     rules = grader.rules or "math_verify"
     spec = resolve_grader(rules)
@@ -134,68 +133,3 @@ def subject_of(response: str | None, extracted: str | None) -> str | None:
         return extracted
     tail = (response or "").strip()[-TAIL_CHARS:]
     return tail or None
-
-
-class Judge:
-    """Verdicts from a judge model, greedy, one generation per (gold, answer) not seen before."""
-
-    def __init__(self, backend_factory: Callable[[], Any], model_id: str, cfg: JudgeConfig):
-        self._factory, self._backend = backend_factory, None
-        self.model_id, self.cfg = model_id, cfg
-        self.label = f"{JUDGE}=={model_id}+p{PROMPT_VERSION}"
-        self.verdicts: dict[tuple[str, str], dict[str, Any]] = {}
-        self.stats = {"asked": 0, "cached": 0, "equivalent": 0, "different": 0, "unreadable": 0}
-        self.stats["generate_s"] = 0.0
-
-    def _generate(self, pairs: list[tuple[str, str]]) -> list[str]:
-        from ares_cli.generation import GenerationRequest, SamplingParams, render_prompt
-        from ares_cli.stages.sampling import backend_tokenizer
-
-        if self._backend is None:
-            self._backend = self._factory()
-        tokenizer = backend_tokenizer(self._backend)
-        requests = [
-            GenerationRequest(
-                prompt=render_prompt(tokenizer, judge_prompt(g, a)) if tokenizer else judge_prompt(g, a),
-                seeds=(0,),
-                key=judge_key(g, a),
-            )
-            for g, a in pairs
-        ]
-        sampling = SamplingParams(temperature=0.0, top_p=1.0, max_new_tokens=self.cfg.max_new_tokens)
-        started = time.perf_counter()
-        outputs = self._backend.generate(requests, sampling)
-        self.stats["generate_s"] += time.perf_counter() - started
-        return [comps[0].text for comps in outputs]
-
-    def decide(self, pairs: Sequence[tuple[str, str]]) -> list[bool | None]:
-        """The verdict per pair: True (equivalent), False (different) or None (unreadable)."""
-        new = [p for p in dict.fromkeys(pairs) if p not in self.verdicts]
-        self.stats["cached"] += len(pairs) - len(new)
-        for (gold, answer), text in zip(new, self._generate(new) if new else [], strict=True):
-            verdict = read_verdict(text)
-            name = {True: "equivalent", False: "different", None: "unreadable"}[verdict]
-            self.stats[name] += 1
-            self.verdicts[(gold, answer)] = {"gold": gold, "answer": answer, "verdict": name, "output": text}
-        self.stats["asked"] += len(new)
-        return [read_verdict(self.verdicts[p]["output"]) for p in pairs]
-
-    def load(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Verdicts written earlier (a resumed run) are not asked again."""
-        for r in rows:
-            self.verdicts[(r["gold"], r["answer"])] = dict(r)
-
-    def records(self) -> list[dict[str, Any]]:
-        return list(self.verdicts.values())
-
-    def manifest_record(self) -> dict[str, Any]:
-        """What the artifact's manifest records of the judge."""
-        return {
-            "label": self.label,
-            "model": self.model_id,
-            "backend": self.cfg.backend,
-            "prompt_version": PROMPT_VERSION,
-            "prompt_sha256": hashlib.sha256(JUDGE_PROMPT.encode()).hexdigest(),
-            "decoding": {"temperature": 0.0, "max_new_tokens": self.cfg.max_new_tokens},
-            **self.stats,
-        }

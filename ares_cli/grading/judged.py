@@ -3,24 +3,32 @@
 :class:`JudgedGrading` has the grading surface of :class:`~ares_cli.grading.pool.GradingPool` that the
 sampling stages use (``grade``, ``gold_for``, ``grader``, ``stats``, ``equivalence_classes_batch``, a
 context manager), so ``ares eval`` and ``ares passrate`` take a judge grader like any other.
-:func:`prepare_judge` resolves the judge model (an input of the stage, so a different judge is a
-different artifact) and :func:`open_grading` picks the pool or the judged grading for a grader name.
+:func:`open_grading` picks the pool or the judged grading for a grader name; the judge itself (a model
+behind a generation backend) comes from :func:`ares_cli.stages.judging.prepare_judge`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ares_cli.errors import UsageError
 from ares_cli.grading.extract import extract_boxed
 from ares_cli.grading.graders import CORRECT, INCORRECT, INVALID
-from ares_cli.grading.judge import Judge, JudgeConfig, judge_model, parse_judge_grader, rules_spec, subject_of
+from ares_cli.grading.judge import parse_judge_grader, rules_spec, subject_of
 from ares_cli.grading.pool import GradeResult, GradingPool
 
-VERDICTS_FILE = "judge_verdicts.jsonl"
+__all__ = ["Judge", "JudgedGrading", "grader_label", "open_grading"]
+
+
+class Judge(Protocol):
+    """What grading needs of a judge (:class:`ares_cli.stages.judging.ModelJudge` is the model one)."""
+
+    label: str
+
+    def decide(self, pairs: Sequence[tuple[str, str]]) -> list[bool | None]:
+        """Per (gold, answer): True (equivalent), False (different) or None (unreadable)."""
+        ...
 
 
 class JudgedGrading:
@@ -106,53 +114,5 @@ def open_grading(grader: str, *, workers: int, timeout_s: float, judge: Judge | 
     if parse_judge_grader(grader) is None:
         return GradingPool(grader, workers=workers, timeout_s=timeout_s)
     if judge is None:
-        raise UsageError(f"grader {grader!r} needs a judge (prepare_judge)")
+        raise UsageError(f"grader {grader!r} needs a judge (ares_cli.stages.judging.prepare_judge)")
     return JudgedGrading(grader, judge, workers=workers, timeout_s=timeout_s)
-
-
-def prepare_judge(store, graders: Sequence[str], cfg: JudgeConfig) -> tuple[Judge | None, list]:
-    """The judge of a run's judge graders and its input refs ([] and None when no grader is a judge).
-
-    One judge model per run. The model is resolved like a stage's model (artifact, directory, HF id) and
-    becomes an input with role ``judge``; a replay judge's input is its verdicts file."""
-    from ares_cli.generation import get_backend, resolve_backend_name
-
-    parsed = [p for p in (parse_judge_grader(g) for g in graders) if p is not None]
-    if not parsed:
-        return None, []
-    if cfg.backend == "replay":
-        if not cfg.replay_file:
-            raise UsageError("the replay judge needs judge.replay_file (scripted verdicts)")
-        ref = store.input_ref("judge", cfg.replay_file)
-        replay_file = cfg.replay_file
-        return Judge(lambda: get_backend("replay", replay_file), f"replay@{ref.sha256[:12]}", cfg), [ref]
-    from ares_cli.stages.inputs import resolve_model
-
-    models = {judge_model(p, cfg) for p in parsed}
-    if None in models:
-        raise UsageError("a judge grader names no judge model: use judge:MODEL or --set judge.model=MODEL")
-    if len(models) > 1:
-        raise UsageError(f"one judge model per run, got {sorted(models)}")
-    model = models.pop()
-    path, ref = resolve_model(store, model, role="judge")
-    backend = resolve_backend_name(cfg.backend)
-    options = {"batch_size": cfg.batch_size} if backend == "hf" else {}
-    model_id = f"{Path(str(model)).name or model}@{ref.sha256[:12]}"
-    return Judge(lambda: get_backend(backend, path, **options), model_id, cfg), [ref]
-
-
-def load_verdicts(judge: Judge | None, directory: Path) -> None:
-    """Verdicts a partial run already wrote (``judge_verdicts.jsonl``) are not asked again on resume."""
-    path = directory / VERDICTS_FILE
-    if judge is not None and path.is_file():
-        judge.load([json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line])
-
-
-def save_verdicts(judge: Judge | None, directory: Path) -> dict[str, Any] | None:
-    """Write the verdicts next to the samples; the judge's manifest record (None without a judge)."""
-    if judge is None:
-        return None
-    from ares_cli.data.jsonl import write_jsonl
-
-    write_jsonl(directory / VERDICTS_FILE, judge.records())
-    return judge.manifest_record()

@@ -44,6 +44,8 @@ from ares_cli.grading.answer_forms import (
 )
 from ares_cli.grading.graders import CORRECT, INCORRECT, INVALID
 
+__all__ = ["RULES_VERSION", "UNDECIDED", "gold_self_grade", "math_grade", "math_triage_grade", "verdict"]
+
 UNDECIDED = "undecided"
 RULES_VERSION = "rules1"
 _UNTRUSTED = re.compile(r"\\(?:[cvl]?dots|begin\s*\{(?:cases|array)\})(?![A-Za-z])")

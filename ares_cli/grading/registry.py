@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ares_cli import __version__
 from ares_cli.errors import UsageError
 from ares_cli.grading.graders import math_verify_version
-from ares_cli.grading.judge import parse_judge_grader
 from ares_cli.grading.math_grader import RULES_VERSION
 
 __all__ = [
@@ -133,6 +133,7 @@ def builtin_specs() -> list[GraderSpec]:
 
 
 ALIASES = {"math": "math_verify"}
+JUDGE_NAME = re.compile(r"^(?:(?P<rules>[A-Za-z_][\w.]*)\+)?judge(?::(?P<model>.+))?$")  # grading.judge
 
 
 class GraderRegistry:
@@ -172,7 +173,7 @@ class GraderRegistry:
         grader = ALIASES.get(grader, grader)
         if grader in self._specs:
             return self._specs[grader]
-        if parse_judge_grader(grader) is not None:
+        if JUDGE_NAME.match(grader):
             raise UsageError(
                 f"grader {grader!r} asks a judge model: it grades in ares eval and ares passrate "
                 "(ares_cli.grading.judged), not in grading workers"

@@ -178,7 +178,8 @@ def run_eval(
         check_golds(loaded[plan["name"]].records, plan["grader"], plan["source"])
         if cfg.backend != "replay":
             check_image_support(loaded[plan["name"]].records, loaded[plan["name"]].locations, model_path)
-    from ares_cli.grading.judged import grader_label, load_verdicts, prepare_judge, save_verdicts
+    from ares_cli.grading.judged import grader_label
+    from ares_cli.stages.judging import load_verdicts, prepare_judge, save_verdicts
 
     judge, judge_inputs = prepare_judge(store, [p["grader"] for p in benches], cfg.judge)
     inputs += judge_inputs

@@ -15,7 +15,7 @@ from typing import Any
 from ares_cli.config import option, to_dict
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
-from ares_cli.grading.judge import JudgeConfig
+from ares_cli.stages.judging import JudgeConfig
 from ares_cli.stages.sampling import SAMPLE_KEY, SamplingConfig, checked_problems
 from ares_cli.store.artifacts import ArtifactStore, InputRef
 
@@ -153,7 +153,8 @@ def run_passrate(
         inputs.append(ref)
     if cfg.backend != "replay":
         check_image_support(loaded.records, loaded.locations, model_path)
-    from ares_cli.grading.judged import grader_label, load_verdicts, prepare_judge, save_verdicts
+    from ares_cli.grading.judged import grader_label
+    from ares_cli.stages.judging import load_verdicts, prepare_judge, save_verdicts
 
     judge, judge_inputs = prepare_judge(store, [cfg.grader], cfg.judge)
     inputs += judge_inputs

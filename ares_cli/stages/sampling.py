@@ -14,8 +14,9 @@ from typing import Any
 
 from ares_cli.config import option
 from ares_cli.errors import StageFailure
-from ares_cli.grading.judge import JudgeConfig, check_judge_grader, parse_judge_grader
+from ares_cli.grading.judge import check_judge_grader, parse_judge_grader
 from ares_cli.models.pixels import MAX_PIXELS, MIN_PIXELS
+from ares_cli.stages.judging import JudgeConfig
 
 SAMPLE_KEY = ("problem_id", "sample_idx")
 MAX_K = 4096  # samples per problem: pass@k studies use up to 1024; a larger K is a typo, not a plan
