@@ -106,6 +106,9 @@ def command(
     store = ArtifactStore(opts.artifacts_root)
     deepspeed_ref = deepspeed_config_ref(store, cfg.optim.deepspeed) if cfg.optim.deepspeed else None
     model_path, model_ref = resolve_model(store, model)
+    from ares_cli.stages.budget import model_context
+
+    budget = rlconfig.resolve_rollout_budget(cfg, model_path, model_context(model_path))
     train = load_problems(data, limit=cfg.data_limit)
     val = load_problems(val_data, limit=cfg.val.limit) if val_data else None
     inputs = [model_ref, dataset_ref(train.records, train.provenance)]
@@ -129,14 +132,23 @@ def command(
             seed=cfg.seed,
             force=force,
             require_checkpoint=resume,
-            train=lambda work_dir: trainer.train_rl(
-                cfg,
-                model_path=model_path,
-                problems=train.records,
-                val_problems=val.records if val is not None else None,
-                out_dir=work_dir,
-                log=opts.log,
-                report_to=trackers,
-                progress=progress,
+            train=lambda work_dir: _recording(
+                trainer.train_rl(
+                    cfg,
+                    model_path=model_path,
+                    problems=train.records,
+                    val_problems=val.records if val is not None else None,
+                    out_dir=work_dir,
+                    log=opts.log,
+                    report_to=trackers,
+                    progress=progress,
+                ),
+                budget,
             ),
         )
+
+
+def _recording(outcome, budget):
+    """``outcome`` with the generation budget and its source in its manifest stats."""
+    outcome.stats["generation_budget"] = budget.record()
+    return outcome

@@ -128,6 +128,12 @@ def command(
     store = ArtifactStore(opts.artifacts_root)
     deepspeed_refs = [deepspeed_config_ref(store, cfg.deepspeed)] if cfg.deepspeed else []
     model_dir, model_ref = resolve_model(store, model)
+    from dataclasses import replace
+
+    from ares_cli.stages.budget import model_context, resolve_seq_len
+
+    seq_len, seq_len_source = resolve_seq_len(cfg.max_seq_len, model_context(model_dir))
+    cfg = replace(cfg, max_seq_len=seq_len)
     data_path, data_ref = resolve_data(store, data)
     inputs = [model_ref, data_ref, *deepspeed_refs]
     from ares_cli.data.images import images_input_ref
@@ -150,13 +156,22 @@ def command(
             inputs=inputs,
             seed=cfg.seed,
             force=force,
-            train=lambda work_dir: sft.train_sft(
-                cfg,
-                model_path=model_dir,
-                data_path=data_path,
-                out_dir=work_dir,
-                log=opts.log,
-                report_to=trackers,
-                progress=progress,
+            train=lambda work_dir: _recording(
+                sft.train_sft(
+                    cfg,
+                    model_path=model_dir,
+                    data_path=data_path,
+                    out_dir=work_dir,
+                    log=opts.log,
+                    report_to=trackers,
+                    progress=progress,
+                ),
+                {"max_seq_len": {"tokens": seq_len, "source": seq_len_source}},
             ),
         )
+
+
+def _recording(outcome, extra: dict):
+    """``outcome`` with ``extra`` added to its manifest stats (how a default was resolved)."""
+    outcome.stats.update(extra)
+    return outcome

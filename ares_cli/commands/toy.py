@@ -17,7 +17,7 @@ app = typer.Typer(
     help="The embedded toy world: chained arithmetic, a teacher, a tiny model.", no_args_is_help=True
 )
 
-CODE_VERSION = "1"
+CODE_VERSION = "2"  # 2: the toy bases ship a generation budget (generation_config.json max_new_tokens)
 
 
 @app.command("init")

@@ -18,11 +18,13 @@ from typing import Any
 from ares_cli.config import option, to_dict
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
+from ares_cli.stages.budget import with_budget
 from ares_cli.stages.sampling import MAX_K, SAMPLE_KEY, SamplingConfig, checked_problems
 from ares_cli.store.artifacts import ArtifactStore, InputRef
 from ares_cli.store.hashing import strict_json
 
 CODE_VERSION = "1"
+EVAL_BUDGET = 8192  # PAEC's evaluation budget, when neither the user nor the model sets one
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,12 @@ class EvalConfig(SamplingConfig):
     temperature: float = option(0.6, "Sampling temperature (PAEC evaluation: 0.6).", ge=0.0)
     top_p: float = option(0.7, "Nucleus mass (PAEC evaluation: 0.7).", gt=0.0, le=1.0)
     seed: int = option(42, "Base seed (PAEC evaluation: 42).")
-    max_new_tokens: int = option(8192, "Generation budget (PAEC evaluation: 8192).", ge=1)
+    max_new_tokens: int | None = option(
+        None,
+        f"Generation budget; unset = the model's generation_config.json max_new_tokens, else {EVAL_BUDGET} "
+        "(PAEC evaluation).",
+        ge=1,
+    )
     grader: str | None = option(
         None,
         "Grader name or module:function for every benchmark (default: each manifest's, else math_verify).",
@@ -183,6 +190,7 @@ def run_eval(
 
     judge, judge_inputs = prepare_judge(store, [p["grader"] for p in benches], cfg.judge)
     inputs += judge_inputs
+    cfg, budget = with_budget(cfg, None if cfg.backend == "replay" else model_path, EVAL_BUDGET)
     difficulty: dict[str, Any] = {}
     if difficulty_ref is not None:
         difficulty, ref = difficulty_from_passrate(store, difficulty_ref)
@@ -204,7 +212,7 @@ def run_eval(
     for plan in benches:  # every benchmark's prompts are checked against the context before any work
         name = plan["name"]
         ordered = sorted(loaded[name].records, key=lambda p: p["id"])
-        kept[name], skipped[name] = checked_problems(run, ordered, cfg, context_model)
+        kept[name], skipped[name] = checked_problems(run, ordered, cfg, context_model, budget)
         if skipped[name]:
             log(f"eval: {name}: skipping problems longer than the context: {skipped[name]}")
     for plan in benches:
@@ -230,7 +238,8 @@ def run_eval(
     )
     (run.work_dir / "results.md").write_text("\n".join(tables))
     overall = {n: r["overall"] for n, r in results.items()}
-    stats = {"benches": overall, "timing": timing, "skipped_long_prompts": skipped}
+    stats = {"benches": overall, "timing": timing, "skipped_long_prompts": skipped,
+             "generation_budget": budget.record()}  # fmt: skip
     if judge is not None:
         stats["judge"] = save_verdicts(judge, run.work_dir)
     run.finalize(stats)

@@ -15,8 +15,9 @@ from typing import Any
 from ares_cli.config import option, to_dict
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
+from ares_cli.stages.budget import with_budget
 from ares_cli.stages.judging import JudgeConfig
-from ares_cli.stages.sampling import SAMPLE_KEY, SamplingConfig, checked_problems
+from ares_cli.stages.sampling import PASSRATE_BUDGET, SAMPLE_KEY, SamplingConfig, checked_problems
 from ares_cli.store.artifacts import ArtifactStore, InputRef
 
 CODE_VERSION = "1"
@@ -158,6 +159,7 @@ def run_passrate(
 
     judge, judge_inputs = prepare_judge(store, [cfg.grader], cfg.judge)
     inputs += judge_inputs
+    cfg, budget = with_budget(cfg, model_path, PASSRATE_BUDGET)
     run = store.open_stage(
         "passrate",
         code_version=CODE_VERSION,
@@ -168,7 +170,8 @@ def run_passrate(
     )
     if run.up_to_date:
         return run, store.manifest(run.final_dir)["stats"]
-    problems, skipped = checked_problems(run, problems, cfg, None if cfg.backend == "replay" else model_path)
+    context_model = None if cfg.backend == "replay" else model_path
+    problems, skipped = checked_problems(run, problems, cfg, context_model, budget)
     if skipped:
         log(f"passrate: skipping {len(skipped)} problem(s) whose prompt does not fit the context: {skipped}")
     write_jsonl(run.work_dir / "problems.jsonl", problems)
@@ -177,7 +180,8 @@ def run_passrate(
         log(f"passrate: resuming {run.artifact_id} with {len(rows)} samples already graded")
     load_verdicts(judge, run.work_dir)
     stats = _sample(problems, rows, cfg, model_path, progress or _progress_lines(log), judge)
-    extra = {"timing": stats, "shard": cfg.shard, "skipped_long_prompts": skipped}
+    extra = {"timing": stats, "shard": cfg.shard, "skipped_long_prompts": skipped,
+             "generation_budget": budget.record()}  # fmt: skip
     if judge is not None:
         extra["judge"] = save_verdicts(judge, run.work_dir)
     return run, _finish(run, problems, rows, cfg, extra)

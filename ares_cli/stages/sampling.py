@@ -20,6 +20,7 @@ from ares_cli.stages.judging import JudgeConfig
 
 SAMPLE_KEY = ("problem_id", "sample_idx")
 MAX_K = 4096  # samples per problem: pass@k studies use up to 1024; a larger K is a typo, not a plan
+PASSRATE_BUDGET = 1024  # passrate's budget when neither the user nor the model sets one
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,12 @@ class SamplingConfig:
     k: int = option(8, "Samples per problem.", ge=1, le=MAX_K)
     temperature: float = option(1.0, "Sampling temperature (0 = greedy).", ge=0.0)
     top_p: float = option(1.0, "Nucleus sampling mass.", gt=0.0, le=1.0)
-    max_new_tokens: int = option(1024, "Explicit generation budget per sample.", ge=1)
+    max_new_tokens: int | None = option(
+        None,
+        f"Generation budget per sample; unset = the model's generation_config.json max_new_tokens, else "
+        f"{PASSRATE_BUDGET}.",
+        ge=1,
+    )
     seed: int = option(0, "Base seed; each (problem, sample) derives its own seed from it.")
     system_prompt: str | None = option(None, "Optional system message.")
     prompt_template: str | None = option(None, "Python format string with {problem} for the user message.")
@@ -114,14 +120,15 @@ def context_window(model_config: Any) -> int | None:
 
 
 def fit_context(
-    problems: list[dict[str, Any]], cfg: SamplingConfig, model_path: str | None
+    problems: list[dict[str, Any]], cfg: SamplingConfig, model_path: str | None, budget=None
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Problems whose rendered prompt plus ``max_new_tokens`` fits the model's context, checked before any
     generation from the model's tokenizer and config alone: ``(kept, skipped ids)``.
 
     A problem that does not fit is an InputError naming it (all of them together, exit 3) unless
     ``cfg.skip_long_prompts``, when it is skipped and reported; a budget that leaves no room for any prompt
-    is a UsageError. Without a model (replay) every problem is kept.
+    is a UsageError naming where the budget came from (``budget``, a :class:`~ares_cli.stages.budget.Budget`).
+    Without a model (replay) every problem is kept.
     """
     from ares_cli.errors import InputError, InputErrors, UsageError
 
@@ -135,11 +142,14 @@ def fit_context(
     window = context_window(AutoConfig.from_pretrained(model_path))
     if window is None:
         return problems, []
-    budget = window - cfg.max_new_tokens
-    if budget < 1:
+    room = window - cfg.max_new_tokens
+    if room < 1:
+        from ares_cli.stages.budget import SOURCE_TEXT
+
+        origin = f"{SOURCE_TEXT[budget.source]}; " if budget is not None else ""
         raise UsageError(
             f"max_new_tokens {cfg.max_new_tokens} leaves no room for a prompt in the model's {window}-token "
-            f"context (use --max-new-tokens below {window})"
+            f"context ({origin}use --max-new-tokens below {window})"
         )
     tokenizer = load_tokenizer(model_path)
     processor = None
@@ -149,7 +159,7 @@ def fit_context(
     for p in problems:
         images = tuple(p.get("images") or ()) if processor is not None else ()
         n = len(encode_prompt(tokenizer, processor, render(cfg, processor or tokenizer, p), images)[0])
-        if n > budget:
+        if n > room:
             too_long.append((p, n))
     if too_long and not cfg.skip_long_prompts:
         raise InputErrors([
@@ -164,14 +174,16 @@ def fit_context(
     return [p for p in problems if p["id"] not in skipped], sorted(skipped)
 
 
-def checked_problems(run, problems: list[dict[str, Any]], cfg: SamplingConfig, model_path: str | None):
+def checked_problems(
+    run, problems: list[dict[str, Any]], cfg: SamplingConfig, model_path: str | None, budget=None
+):
     """:func:`fit_context` right after a stage opens: a failed check of a fresh run removes its (still empty)
     partial directory, so a refused input leaves nothing behind."""
     from ares_cli.errors import AresError
     from ares_cli.stages.partial import discard_if_empty
 
     try:
-        return fit_context(problems, cfg, model_path)
+        return fit_context(problems, cfg, model_path, budget)
     except AresError:
         discard_if_empty(run)
         raise

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+# The toy models' generation budget (their generation_config.json max_new_tokens): the longest toy prompt
+# (72 tokens text, 83 with an image) plus 400 fits the 640-token context, so every stage runs with no flag.
+TOY_MAX_NEW_TOKENS = 400
+
 
 @dataclass(frozen=True)
 class ModelShape:
@@ -51,6 +55,7 @@ def build_model(tokenizer, shape: ModelShape, seed: int):
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.bos_token_id = tokenizer.bos_token_id
+    model.generation_config.max_new_tokens = TOY_MAX_NEW_TOKENS
     return model
 
 

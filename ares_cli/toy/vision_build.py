@@ -23,6 +23,7 @@ from pathlib import Path
 from ares_cli.errors import StageFailure, UsageError
 from ares_cli.store.hashing import sha256_file
 from ares_cli.toy.build import base_dir, fit
+from ares_cli.toy.model import TOY_MAX_NEW_TOKENS
 from ares_cli.toy.teacher import TeacherConfig, write_trace
 from ares_cli.toy.tiny_vl import VLShape
 from ares_cli.toy.vision_tasks import (
@@ -235,6 +236,7 @@ def build_vl_base(
     seconds = time.perf_counter() - began
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    model.generation_config.max_new_tokens = TOY_MAX_NEW_TOKENS  # fits the context beside any toy prompt
     model.save_pretrained(str(out_dir), safe_serialization=True)
     processor.save_pretrained(str(out_dir))
     info = {

@@ -36,7 +36,10 @@ class SFTConfig:
     micro_batch_size: int = option(
         4, "Sequences per forward/backward on one rank; accumulation is derived.", ge=1
     )
-    max_seq_len: int = option(32768, "Tokens per example; longer ones are truncated (ARES: 32k).", ge=2)
+    max_seq_len: int | None = option(
+        None, "Tokens per example; longer ones are truncated. Unset = ARES's 32k, capped at the model's context.",
+        ge=2,
+    )
     max_steps: int | None = option(
         None, "Optimiser steps to run (the schedule spans them); None = all epochs.", ge=1
     )

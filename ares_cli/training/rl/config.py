@@ -33,7 +33,12 @@ class RolloutConfig:
         1.0, "Sampling temperature; also the temperature of training log-probs (1.0).", gt=0.0
     )
     top_p: float = option(1.0, "Nucleus mass of rollouts (PAEC: 1.0; ARES: 0.99).", gt=0.0, le=1.0)
-    max_new_tokens: int = option(16384, "Response budget in tokens (ARES: 16k; PAEC: 3072).", ge=1)
+    max_new_tokens: int | None = option(
+        None,
+        "Response budget in tokens; unset = the model's generation_config.json max_new_tokens, else "
+        "ARES's 16k (PAEC: 3072).",
+        ge=1,
+    )
     max_prompt_tokens: int = option(
         4096, "Longer prompts are dropped from the data (ARES: 4k; PAEC: 512).", ge=1
     )
@@ -228,6 +233,22 @@ class RLConfig:
 
 
 UNKEYED = ("max_steps_this_run",)
+RL_BUDGET = 16384  # ARES's response budget, when neither the user nor the model sets one
+
+
+def resolve_rollout_budget(cfg: RLConfig, model_path, window: int | None):
+    """Set ``cfg.rollout.max_new_tokens`` (the user's, else the model's generation_config.json, else
+    :data:`RL_BUDGET`), check it and any validation budget against the model's ``window``-token context
+    (exit 2) and the cross-field rules; returns the :class:`~ares_cli.stages.budget.Budget`."""
+    from ares_cli.stages.budget import Budget, check_fits, resolve_budget
+
+    budget = resolve_budget(cfg.rollout.max_new_tokens, model_path, RL_BUDGET)
+    check_fits(budget, window, flag="--set rollout.max_new_tokens=N")
+    if cfg.val.max_new_tokens is not None:
+        check_fits(Budget(cfg.val.max_new_tokens, "config"), window, flag="--set val.max_new_tokens=N")
+    cfg.rollout.max_new_tokens = budget.max_new_tokens
+    validate(cfg)
+    return budget
 
 PRESETS: dict[str, dict[str, Any]] = {
     "grpo": {},
@@ -295,14 +316,15 @@ def validate(cfg: RLConfig) -> None:
         )
     if o.max_tokens_per_micro_batch is not None and o.max_tokens_per_micro_batch < 1:
         raise UsageError("optim.max_tokens_per_micro_batch must be >= 1 (or null for a row count)")
-    if min(o.micro_batch_size, o.ppo_epochs, cfg.steps, r.max_new_tokens) < 1:
+    if min(o.micro_batch_size, o.ppo_epochs, cfg.steps, r.max_new_tokens or 1) < 1:
         raise UsageError("micro_batch_size, ppo_epochs, steps and max_new_tokens must be >= 1")
     if not 0.0 <= cfg.filter.low <= cfg.filter.high <= 1.0:
         raise UsageError("need 0 <= filter.low <= filter.high <= 1")
     if r.branching.enabled and o.deepspeed:
         raise UsageError("rollout.branching needs the torch optimiser path (unset optim.deepspeed): branched "
                          "groups vary in size, DeepSpeed's gradient accumulation count is fixed")  # fmt: skip
-    if cfg.reward.overlong_shaping and not 0 < cfg.reward.overlong_buffer <= r.max_new_tokens:
+    budget = r.max_new_tokens  # None until the stage resolves it from the model (validate runs again then)
+    if cfg.reward.overlong_shaping and budget is not None and not 0 < cfg.reward.overlong_buffer <= budget:
         raise UsageError("reward.overlong_buffer must lie in (0, rollout.max_new_tokens]")
 
 

@@ -88,6 +88,7 @@ def train_rl(
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.rollout import PromptSampler, all_gather_groups, collect_groups, generate_groups
     from ares_cli.training.rl.update import ppo_update
+    from ares_cli.stages.budget import model_context
     from ares_cli.training.sft import param_groups
     from ares_cli.training.tracking import MetricLog
 
@@ -99,6 +100,10 @@ def train_rl(
     random.seed(cfg.seed)
     np.random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
+    if cfg.rollout.max_new_tokens is None:  # a library caller's unset budget: the model's, else ARES's
+        from ares_cli.training.rl.config import resolve_rollout_budget
+
+        resolve_rollout_budget(cfg, model_path, model_context(model_path))
     r, group = cfg.rollout, cfg.rollout.group_size
     if r.prompts_per_step % dist.world_size or cfg.optim.mini_batch_size % dist.world_size:
         from ares_cli.errors import UsageError
@@ -113,7 +118,7 @@ def train_rl(
 
         raise UsageError("rollout.branching does not support image prompts; turn it off for this data")
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    problems = _fitting_prompts(problems, tokenizer, cfg, log, processor)
+    problems = _fitting_prompts(problems, tokenizer, cfg, log, processor, window=model_context(model_path))
     algo = build_algorithm(cfg, reduce, distributed.all_gather_1d)
     model = load_model(model_path)
     if cfg.optim.gradient_checkpointing:
@@ -315,16 +320,16 @@ def train_rl(
 
 
 # ---- helpers -----------------------------------------------------------------------------------------
-def _fitting_prompts(problems, tokenizer, cfg, log, processor=None):
+def _fitting_prompts(problems, tokenizer, cfg, log, processor=None, window=None):
     from ares_cli.errors import InputError
     from ares_cli.training.rl.rollout import encode_prompts
 
+    limit = cfg.rollout.max_prompt_tokens  # and the room the response budget leaves in the context
+    limit = min(limit, window - cfg.rollout.max_new_tokens) if window else limit
     lengths = [len(ids) for ids in encode_prompts(tokenizer, problems, cfg.rollout, processor)]
-    keep = [p for p, n in zip(problems, lengths, strict=True) if n <= cfg.rollout.max_prompt_tokens]
+    keep = [p for p, n in zip(problems, lengths, strict=True) if n <= limit]
     if len(keep) < len(problems):
-        log(
-            f"rl: dropped {len(problems) - len(keep)} prompts longer than {cfg.rollout.max_prompt_tokens} tokens"
-        )
+        log(f"rl: dropped {len(problems) - len(keep)} prompts longer than {limit} tokens")
     if not keep:
         raise InputError("no training prompt fits rollout.max_prompt_tokens")
     return keep
