@@ -8,8 +8,10 @@ upstream artifact changed, and the stage itself answers "up to date" when nothin
     make -f build/pipelines/toy/Makefile all
     ares report pipeline build/pipelines/toy     # stage times + comparison (ares report html: a page)
 
-A stage entry: ``run`` (the verb, e.g. ``passrate`` or ``toy init``), ``args`` (CLI options; a value
-``@other`` is the artifact path of stage ``other``), ``config`` (written to the stage's ``--config`` file).
+A stage entry: ``run`` (the verb, e.g. ``passrate`` or ``toy init``), ``argv`` (positional words after the
+verb, e.g. a twin's name), ``args`` (CLI options; a value ``@other`` is the artifact path of stage
+``other``), ``recipe`` (a YAML config file, e.g. ``pipelines/rl/paec-qwen2.5-math-1.5b.yaml``, under
+``config``) and ``config`` (keys over the recipe's; the merge is written to the stage's ``--config`` file).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from ares_cli.errors import AresError, InputError
 
-VERBS = ("toy init", "passrate", "curate", "sft", "rl", "eval")
+VERBS = ("toy init", "toy twin", "passrate", "curate", "sft", "rl", "eval")
 CONFIG_VERBS = ("passrate", "curate", "sft", "rl", "eval")
 
 
@@ -56,8 +58,11 @@ def load_pipeline(path: str | Path) -> dict[str, Any]:
                     raise InputError(
                         f"'@{ref}' is not an earlier stage", file=path, field=f"stages.{name}.args.{key}"
                     )
-        if stage.get("config") and stage["run"] not in CONFIG_VERBS:
-            raise InputError("this verb takes no config", file=path, field=f"stages.{name}.config")
+        for key in ("config", "recipe"):
+            if stage.get(key) and stage["run"] not in CONFIG_VERBS:
+                raise InputError("this verb takes no config", file=path, field=f"stages.{name}.{key}")
+        if stage.get("recipe") and not Path(stage["recipe"]).is_file():
+            raise InputError("recipe file not found", file=path, field=f"stages.{name}.recipe")
         seen.append(name)
     return spec
 
@@ -65,6 +70,23 @@ def load_pipeline(path: str | Path) -> dict[str, Any]:
 def _refs(value: Any) -> list[str]:
     values = value if isinstance(value, list) else [value]
     return [v[1:] for v in values if isinstance(v, str) and v.startswith("@")]
+
+
+def stage_config(stage: dict[str, Any]) -> dict[str, Any]:
+    """A stage's config: its ``recipe`` file (the verb's section where the file has one) with ``config``
+    merged over it, key by key."""
+    from ares_cli.config import load_yaml
+
+    recipe = load_yaml(stage["recipe"], section=stage["run"]) if stage.get("recipe") else {}
+    return _merge(recipe, stage.get("config") or {})
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        nested = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = _merge(out[key], value) if nested else value
+    return out
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -106,10 +128,15 @@ def render(path: str | Path, state: str | Path, *, ares: str = "ares", python: s
     ]
     for name, stage in spec["stages"].items():
         deps = [f"{state}/{ref}.id" for value in (stage.get("args") or {}).values() for ref in _refs(value)]
-        words = ["$(ARES)", "--json", *stage["run"].split()]
+        words = [
+            "$(ARES)",
+            "--json",
+            *stage["run"].split(),
+            *map(shlex.quote, map(str, stage.get("argv") or [])),
+        ]
         if stage["run"] in CONFIG_VERBS:
             config_file = state / f"{name}.yaml"
-            _write_if_changed(config_file, yaml.safe_dump(stage.get("config") or {}, sort_keys=True))
+            _write_if_changed(config_file, yaml.safe_dump(stage_config(stage), sort_keys=True))
             deps.insert(0, str(config_file))
             words += ["--config", str(config_file)]
         for key, value in (stage.get("args") or {}).items():

@@ -90,7 +90,9 @@ def test_passrate_on_the_toy_runs_with_no_budget_flag_and_records_the_source(tmp
     assert manifest["stats"]["generation_budget"] == {"max_new_tokens": 400, "source": "model"}
     assert manifest["config"]["max_new_tokens"] == 400
     # the same number given explicitly is the same run
-    again = json.loads(run_ares(*args, "--set", "grade_workers=1", "--max-new-tokens", "400", root=root).stdout)
+    again = json.loads(
+        run_ares(*args, "--set", "grade_workers=1", "--max-new-tokens", "400", root=root).stdout
+    )
     assert again["up_to_date"] and again["artifact_id"] == out["artifact_id"]
     # an explicit budget that leaves no room for a prompt is still exit 2, with nothing left behind
     refused = run_ares(*args, "--max-new-tokens", "640", root=root, check=False)

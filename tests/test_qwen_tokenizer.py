@@ -50,7 +50,9 @@ def saved():
     """Each flavour as ``save_pretrained`` wrote it into the cache, loaded back through AutoTokenizer."""
     from transformers import AutoTokenizer
 
-    return {f: AutoTokenizer.from_pretrained(str(tokenizer_dir(f))) for f in ("base", "math", "instruct", "vl")}
+    return {
+        f: AutoTokenizer.from_pretrained(str(tokenizer_dir(f))) for f in ("base", "math", "instruct", "vl")
+    }
 
 
 @pytest.fixture(scope="module")

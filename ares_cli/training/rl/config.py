@@ -250,6 +250,7 @@ def resolve_rollout_budget(cfg: RLConfig, model_path, window: int | None):
     validate(cfg)
     return budget
 
+
 PRESETS: dict[str, dict[str, Any]] = {
     "grpo": {},
     "dapo": {"loss": {"clip_high": 0.28, "aggregation": "token_mean"}, "kl": {"coef": 0.0},

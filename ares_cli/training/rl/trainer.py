@@ -74,6 +74,7 @@ def train_rl(
     from ares_cli.algorithms.advantages import compute_advantages
     from ares_cli.grading import GradingPool
     from ares_cli.models import load_model, load_processor, load_tokenizer
+    from ares_cli.stages.budget import model_context
     from ares_cli.training import distributed
     from ares_cli.training.checkpoint import load_optimizer, save_final
     from ares_cli.training.rl import state
@@ -88,7 +89,6 @@ def train_rl(
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.rollout import PromptSampler, all_gather_groups, collect_groups, generate_groups
     from ares_cli.training.rl.update import ppo_update
-    from ares_cli.stages.budget import model_context
     from ares_cli.training.sft import param_groups
     from ares_cli.training.tracking import MetricLog
 
