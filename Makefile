@@ -9,11 +9,13 @@ TORCH_VERSION ?= 2.13.0
 ARES   := $(BIN)/ares
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-all lint format demo demo-vl bench pipeline report clean help
+.PHONY: setup test test-all lint format demo demo-vl rehearse-paec rehearse-ares bench pipeline report clean help
 
 help:
 	@echo "make demo    set up and run the whole pipeline on the embedded toy world"
 	@echo "make demo-vl the visual pipeline (tiny Qwen2.5-VL): base, passrate, curate, sft, rl (AEPO), eval"
+	@echo "make rehearse-paec  PAEC's recipe on a Qwen2.5-Math-1.5B shape twin (real tokenizer, 152k vocab)"
+	@echo "make rehearse-ares  ARES's cold start + AEPO on a Qwen2.5-VL-3B shape twin (images, 3-D rope)"
 	@echo "make test    set up and run the tests (CPU)"
 	@echo "make lint    ruff check + ruff format --check"
 	@echo "make bench   run benchmarks/ (JSON lines into benchmarks/results/)"
@@ -71,6 +73,12 @@ demo: $(STAMP)
 demo-vl: $(STAMP)
 	$(MAKE) --no-print-directory pipeline PIPELINE=toy-vl
 	$(MAKE) --no-print-directory report PIPELINE=toy-vl
+
+# The papers' recipes on shape twins (real configurations and tokenizer, random weights, 2 layers) and
+# local stand-ins of their data: what breaks at real shapes breaks here first (docs/performance.md).
+rehearse-paec rehearse-ares: $(STAMP)
+	$(MAKE) --no-print-directory pipeline PIPELINE=$@
+	$(MAKE) --no-print-directory report PIPELINE=$@
 
 bench: $(STAMP)
 	mkdir -p benchmarks/results

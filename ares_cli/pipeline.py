@@ -10,7 +10,7 @@ upstream artifact changed, and the stage itself answers "up to date" when nothin
 
 A stage entry: ``run`` (the verb, e.g. ``passrate`` or ``toy init``), ``argv`` (positional words after the
 verb, e.g. a twin's name), ``args`` (CLI options; a value ``@other`` is the artifact path of stage
-``other``), ``recipe`` (a YAML config file, e.g. ``pipelines/rl/paec-qwen2.5-math-1.5b.yaml``, under
+``other``, ``@other/model`` a path inside it), ``recipe`` (a YAML config file, e.g. ``pipelines/rl/paec-qwen2.5-math-1.5b.yaml``, under
 ``config``) and ``config`` (keys over the recipe's; the merge is written to the stage's ``--config`` file).
 """
 
@@ -68,8 +68,9 @@ def load_pipeline(path: str | Path) -> dict[str, Any]:
 
 
 def _refs(value: Any) -> list[str]:
+    """Stages an arg refers to: ``@stage``, or ``@stage/sub/path`` (a path inside that stage's artifact)."""
     values = value if isinstance(value, list) else [value]
-    return [v[1:] for v in values if isinstance(v, str) and v.startswith("@")]
+    return [v[1:].split("/", 1)[0] for v in values if isinstance(v, str) and v.startswith("@")]
 
 
 def stage_config(stage: dict[str, Any]) -> dict[str, Any]:
@@ -103,7 +104,8 @@ def _arg_words(key: str, value: Any, state: str) -> list[str]:
         if isinstance(item, bool):
             words += [flag] if item else []
         elif isinstance(item, str) and item.startswith("@"):
-            words += [flag, f'"$$(cat {state}/{item[1:]}.id)"']
+            ref, _, sub = item[1:].partition("/")
+            words += [flag, f'"$$(cat {state}/{ref}.id){"/" + sub if sub else ""}"']
         else:
             words += [flag, shlex.quote(str(item))]
     return words

@@ -220,7 +220,9 @@ def test_l0_fallbacks_nearest_bracket_global_and_unavailable():
         records, cands, prompts_for(records), CurationConfig(mode="uniform", per_bracket=1, l0_fallback=())
     )
     assert stats["sources"]["B"]["L0"] is None and stats["sources"]["B"]["L0_rule"] == "unavailable"
-    assert all(e["target_len"] is None for e in ex) and len(ex) == 4
+    assert len(ex) == 4 and all(e["target_len"] is None for e in ex if e["pass_rate"] < 1)
+    # a pass-rate-1 problem's target is L(1) alone (L(0) has weight 0 there)
+    assert all(e["target_len"] == stats["sources"]["B"]["L1"] for e in ex if e["pass_rate"] == 1)
 
 
 def test_l1_fallbacks_symmetric():
@@ -290,3 +292,16 @@ def test_plot_points_and_png(tmp_path):
     out = tmp_path / "len.png"
     plot_length_vs_passrate(points, out)
     assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_model_that_solves_nothing_needs_no_l1_anchor():
+    """All pass rates 0 (a base model, or a random twin, with teacher responses): L(1) has weight 0 in
+    L_target(0) = 1*L(0) + 0*L(1), so its absence is no error; L(0) = median(40, 60, 70, 200) = 65."""
+    records = [pr("z0", 0), pr("z1", 0)]
+    cands = [cand("z0", 0, 40), cand("z0", 1, 60), cand("z1", 0, 200, False), cand("z1", 1, 70)]
+    ex, stats = curate(records, cands, prompts_for(records), CurationConfig(per_bracket=2))
+    assert stats["sources"]["A"]["L1"] is None
+    assert {e["problem_id"]: (e["target_len"], e["n_tokens"]) for e in ex} == {"z0": (65, 60), "z1": (65, 70)}
+    # one solved problem brings L(1) back into the target: without an anchor it is still an error
+    with pytest.raises(InputError, match="anchor"):
+        curate([pr("z0", 0), pr("z1", 2)], cands, prompts_for(records), CurationConfig(per_bracket=2))

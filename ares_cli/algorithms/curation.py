@@ -337,8 +337,10 @@ def curate(
         for prob in drawn[b]:
             src = anchors[prob.source]
             target = None
-            if src["L0"] is not None and src["L1"] is not None:
-                target = target_length(b.pass_rate, src["L0"], src["L1"])
+            l0, l1 = src["L0"], src["L1"]
+            if (l0 is not None or b.pass_rate == 1) and (l1 is not None or b.pass_rate == 0):
+                # an anchor of weight 0 in eq. 9 may be missing (a model that solves nothing has no L(1))
+                target = target_length(b.pass_rate, l0 if l0 is not None else 0.0, l1 if l1 is not None else 0.0)
             correct = [c for c in by_problem[prob.problem_id] if c.correct]
             if config.mode == "uniform":
                 chosen = rng.choice(correct)

@@ -7,20 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ares_cli.errors import InputError, UsageError
+from ares_cli.generation.stops import stop_ids
 from ares_cli.generation.types import Completion, GenerationRequest, SamplingParams
-
-
-def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
-    ids: set[int] = set()
-    for value in (
-        getattr(tokenizer, "eos_token_id", None),
-        getattr(model.generation_config, "eos_token_id", None),
-    ):
-        if isinstance(value, int):
-            ids.add(value)
-        elif value:
-            ids.update(int(v) for v in value)
-    return ids
 
 
 class HFBackend:
@@ -79,7 +67,7 @@ class HFBackend:
         self.tokenizer = tokenizer
         self.processor = processor
         self.suppress_ids = suppressed_token_ids(self.model)
-        self.eos_ids = _eos_ids(self.model, tokenizer)
+        self.eos_ids = stop_ids(self.model, tokenizer)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else (min(self.eos_ids) if self.eos_ids else 0))
 

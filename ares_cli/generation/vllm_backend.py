@@ -74,6 +74,9 @@ class VLLMBackend:
         kwargs.update(llm_kwargs)
         self.llm = self._vllm.LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
+        from ares_cli.generation.stops import turn_end_ids
+
+        self.turn_end_ids = sorted(turn_end_ids(self.tokenizer))  # e.g. <|im_end|> where eos is <|endoftext|>
         self.logprobs = logprobs
         self.max_images = int(max_images or 0)
 
@@ -85,6 +88,7 @@ class VLLMBackend:
             top_p=sampling.top_p,
             max_tokens=sampling.max_new_tokens,  # vLLM's default is 16: always pass it
             stop=list(sampling.stop),
+            stop_token_ids=self.turn_end_ids or None,
             logprobs=0 if self.logprobs else None,
             **({"bad_words": list(VISION_TOKENS)} if self.max_images else {}),
         )
