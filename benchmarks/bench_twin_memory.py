@@ -35,7 +35,6 @@ PROMPT = 256
 def _step(model_dir: str, kind: str, tokens: int, path: str) -> dict:
     """One measured step in this process (the child side)."""
     import torch
-
     from bench_memory import micro_step, one_row_batch
     from bench_token_stats import peak_extra_mib
 
@@ -101,7 +100,10 @@ def run(tokens: list[int], twin_dir: str | None = None, max_gib: float | None = 
                         t = 640
                     row = {"model": model_name, "step": "rl_micro_step" if kind == "rl" else "sft_step",
                            "tokens": t}  # fmt: skip
-                    if any(r["model"] == model_name and r["step"] == row["step"] and r["tokens"] == t for r in rows):
+                    if any(
+                        r["model"] == model_name and r["step"] == row["step"] and r["tokens"] == t
+                        for r in rows
+                    ):
                         continue
                     for path in ("fused", "logits"):
                         estimate = 3 * t * 151936 * 4 / 2**30 if model_name != "toy" else 0.0

@@ -49,7 +49,11 @@ def test_the_rl_stage_is_the_papers_recipe_with_only_its_budgets_changed(name):
 
 
 def test_a_recipe_key_overridden_beyond_budgets_would_be_caught():
-    stage = {"run": "rl", "recipe": "pipelines/rl/paec-qwen2.5-math-1.5b.yaml", "config": {"optim": {"lr": 1e-4}}}
+    stage = {
+        "run": "rl",
+        "recipe": "pipelines/rl/paec-qwen2.5-math-1.5b.yaml",
+        "config": {"optim": {"lr": 1e-4}},
+    }
     recipe = _flat(yaml.safe_load((ROOT / stage["recipe"]).read_text())["rl"])
     merged = _flat(stage_config(stage))
     assert {k for k in merged if merged[k] != recipe.get(k)} - BUDGET_KEYS == {"optim.lr"}
@@ -107,7 +111,9 @@ def test_teacher_traces_grade_as_they_were_written():
     from ares_cli.grading import GradingPool
 
     gold = {p["id"]: p["answer"] for p in load_problems("rehearse-math-train").records}
-    rows = [json.loads(line) for line in (ROOT / "ares_cli/toy/rehearsal/teacher.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (ROOT / "ares_cli/toy/rehearsal/teacher.jsonl").read_text().splitlines()
+    ]
     with GradingPool("math_verify", workers=1, timeout_s=10) as pool:
         grades = pool.grade([(gold[r["problem_id"]], r["response"]) for r in rows])
     assert [g.grade for g in grades] == ["correct", "correct", "incorrect"] * len(gold)

@@ -24,3 +24,18 @@ def test_rl_command_artifact_and_up_to_date(tiny_model_dir, tmp_path):
     assert "up to date" in again.stderr and again.stdout.strip() == path
     other = run_ares(*args[:-2], "--set", "seed=1", "--resume", root=tmp_path, check=False)
     assert other.returncode == 2 and "no checkpoint to resume" in other.stderr
+
+
+def test_rl_under_deepspeed_in_one_process_without_a_launcher_keeps_stdout_to_its_result(
+    tiny_model_dir, tmp_path
+):
+    """A recipe's ZeRO-2 config in a plain ``ares rl`` (no torchrun): DeepSpeed forms a group of one instead
+    of looking for MPI, and its op-build messages go to stderr, so --json stdout is the result alone."""
+    args = ("--json", "rl", "--model", str(tiny_model_dir), "--data", "toy-train", "--algo", "grpo", "--steps", "1",
+            "--deepspeed", "pipelines/deepspeed/zero2.json", "--set", "data_limit=4", "--set", "val.every=0",
+            "--set", "rollout.prompts_per_step=2", "--set", "rollout.group_size=2", "--set", "rollout.max_new_tokens=4",
+            "--set", "optim.mini_batch_size=2", "--set", "grading.workers=1",
+            "--set", "grading.grader=tests.test_rl_graders:parity_grade")  # fmt: skip
+    out = run_ares(*args, root=tmp_path)
+    result = json.loads(out.stdout)
+    assert result["stats"]["deepspeed_zero_stage"] == 2 and result["stats"]["world_size"] == 1

@@ -340,7 +340,9 @@ def curate(
             l0, l1 = src["L0"], src["L1"]
             if (l0 is not None or b.pass_rate == 1) and (l1 is not None or b.pass_rate == 0):
                 # an anchor of weight 0 in eq. 9 may be missing (a model that solves nothing has no L(1))
-                target = target_length(b.pass_rate, l0 if l0 is not None else 0.0, l1 if l1 is not None else 0.0)
+                target = target_length(
+                    b.pass_rate, l0 if l0 is not None else 0.0, l1 if l1 is not None else 0.0
+                )
             correct = [c for c in by_problem[prob.problem_id] if c.correct]
             if config.mode == "uniform":
                 chosen = rng.choice(correct)

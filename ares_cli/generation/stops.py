@@ -30,7 +30,9 @@ def turn_end_ids(tokenizer: Any) -> set[int]:
     if not found or not tail:
         return set()
     ids = tokenizer(tail, add_special_tokens=False)["input_ids"]
-    special = set(getattr(tokenizer, "all_special_ids", ())) | set(getattr(tokenizer, "added_tokens_decoder", {}))
+    special = set(getattr(tokenizer, "all_special_ids", ())) | set(
+        getattr(tokenizer, "added_tokens_decoder", {})
+    )
     return {ids[0]} if ids and ids[0] in special else set()
 
 

@@ -28,7 +28,11 @@ SOURCE = "rehearsal"
 
 
 def _frac(value: Fraction) -> str:
-    return str(value.numerator) if value.denominator == 1 else f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+    return (
+        str(value.numerator)
+        if value.denominator == 1
+        else f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+    )
 
 
 def _poly(rng: random.Random) -> tuple[str, str, list[str]]:
@@ -167,7 +171,9 @@ def _bar_chart(rng: random.Random, path: Path) -> tuple[str, str]:
         draw.rectangle([x0, 150 - h * 14, x0 + width - 10, 150], fill=(70 + 40 * j, 110, 200 - 30 * j))
         draw.text((x0 + 4, 150 - h * 14 - 12), str(h), fill=(0, 0, 0))
     img.save(path)
-    return "The bar chart shows one value per bar. What is the sum of all the values shown?", str(sum(heights))
+    return "The bar chart shows one value per bar. What is the sum of all the values shown?", str(
+        sum(heights)
+    )
 
 
 def _triangle(rng: random.Random, path: Path) -> tuple[str, str]:
@@ -204,7 +210,9 @@ def choice_split(n: int, seed: int) -> list[dict]:
     for i in range(n):
         a, b = rng.randint(11, 49), rng.randint(11, 49)
         right = a * b
-        options = sorted({right, *(right + d for d in rng.sample([-20, -11, -10, -2, -1, 1, 2, 9, 10, 21], 9))})
+        options = sorted(
+            {right, *(right + d for d in rng.sample([-20, -11, -10, -2, -1, 1, 2, 9, 10, 21], 9))}
+        )
         letters = "ABCDEFGHIJ"
         text = "\n".join(f"({letters[j]}) {v}" for j, v in enumerate(options))
         records.append({"id": f"rehearse-choice-test-{i:03d}", "source": SOURCE,

@@ -206,12 +206,33 @@ def deepspeed_config(
 def deepspeed_engine(model, optimizer, config: dict[str, Any]):
     """Wrap ``model`` and a client torch optimizer in a DeepSpeed engine (process group already set up)."""
     os.environ.setdefault("DS_ACCELERATOR", "cpu" if not _cuda() else "cuda")
+    if not is_initialized() and launched_ranks() == 1:
+        _single_process_env()
+        atexit.register(shutdown)  # the group DeepSpeed forms must not outlive the interpreter (see above)
+    import contextlib
+    import sys
+
     import deepspeed
 
-    engine, _, _, _ = deepspeed.initialize(
-        model=model, optimizer=optimizer, config=config, dist_init_required=not is_initialized()
-    )
+    # stdout carries only the stage's result: DeepSpeed prints its op builds there ("... built successfully")
+    with contextlib.redirect_stdout(sys.stderr):
+        engine, _, _, _ = deepspeed.initialize(
+            model=model, optimizer=optimizer, config=config, dist_init_required=not is_initialized()
+        )
     return engine
+
+
+def _single_process_env() -> None:
+    """Launcher variables for one process started without torchrun/deepspeed: DeepSpeed otherwise tries to
+    discover an MPI world (and fails without mpi4py) instead of forming a group of one."""
+    import socket
+
+    if "MASTER_PORT" not in os.environ:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
+        os.environ.setdefault(key, value)
 
 
 def zero_stage(engine) -> int:

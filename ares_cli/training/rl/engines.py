@@ -6,6 +6,14 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 
+def training_dtype(cfg, dist) -> str:
+    """The policy's compute dtype: bf16 under DeepSpeed with ``optim.dtype`` bf16 (or auto on a GPU), else
+    fp32 (the torch path trains the fp32 weights it loads). The reference model is loaded in it too: a
+    bf16 policy beside an fp32 reference doubles the reference's memory for no precision the policy has."""
+    wants_bf16 = cfg.optim.dtype == "bf16" or (cfg.optim.dtype == "auto" and dist.device.startswith("cuda"))
+    return "bf16" if cfg.optim.deepspeed and wants_bf16 else "fp32"
+
+
 def deepspeed_engine_for(cfg, model, optimizer, dist):
     if not cfg.optim.deepspeed:
         return None
@@ -13,7 +21,7 @@ def deepspeed_engine_for(cfg, model, optimizer, dist):
 
     local_rows = cfg.optim.mini_batch_size // dist.world_size * cfg.rollout.group_size
     accum = -(-local_rows // cfg.optim.micro_batch_size)
-    bf16 = cfg.optim.dtype == "bf16" or (cfg.optim.dtype == "auto" and dist.device.startswith("cuda"))
+    bf16 = training_dtype(cfg, dist) == "bf16"
     ds_config = distributed.deepspeed_config(cfg.optim.deepspeed, micro_batch=cfg.optim.micro_batch_size,
                                              grad_accum=accum, world_size=dist.world_size,
                                              grad_clip=cfg.optim.grad_clip, bf16=bf16)  # fmt: skip

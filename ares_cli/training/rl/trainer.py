@@ -85,6 +85,7 @@ def train_rl(
         gathered_for_generation,
         rollout_backend,
         sync_backend,
+        training_dtype,
     )
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.rollout import PromptSampler, all_gather_groups, collect_groups, generate_groups
@@ -123,7 +124,12 @@ def train_rl(
     model = load_model(model_path)
     if cfg.optim.gradient_checkpointing:
         model.gradient_checkpointing_enable()
-    ref = load_model(model_path).eval().requires_grad_(False).to(dist.device) if algo.needs_ref() else None
+    ref_dtype = training_dtype(cfg, dist)
+    ref = (
+        load_model(model_path, dtype=ref_dtype).eval().requires_grad_(False).to(dist.device)
+        if algo.needs_ref()
+        else None
+    )
     log(
         f"rl: {cfg.algo} | {len(problems)} problems | {cfg.steps} steps x {r.prompts_per_step} prompts x "
         f"G={group} | {dist.world_size} rank(s) | reference model: {'yes' if ref is not None else 'no'}"
