@@ -14,7 +14,7 @@ from ares_cli.data.manifests import list_manifests
 from ares_cli.errors import InputErrors
 from ares_cli.stages.suite import Suite, SuiteBench, load_suite, markdown, suite_dir, suite_table
 
-SHIPPED = ["ares-mm", "ares-text", "paec-math", "toy"]
+SHIPPED = ["ares-mm", "ares-text", "paec-math", "rehearse-ares", "rehearse-paec", "toy"]
 
 
 def test_shipped_suites_parse_and_name_known_manifests():
@@ -133,4 +133,4 @@ def test_suite_usage_errors(tmp_path):
     )
     assert with_bench.returncode == 2 and "names its own benchmarks" in with_bench.stderr
     unknown = run_ares("eval", "--suite", "nope", "--model", "x", root=tmp_path, check=False)
-    assert unknown.returncode == 3 and "known suites: ares-mm, ares-text, paec-math, toy" in unknown.stderr
+    assert unknown.returncode == 3 and "known suites: ares-mm, ares-text, paec-math, rehearse-ares, rehearse-paec, toy" in unknown.stderr
