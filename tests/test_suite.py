@@ -133,4 +133,7 @@ def test_suite_usage_errors(tmp_path):
     )
     assert with_bench.returncode == 2 and "names its own benchmarks" in with_bench.stderr
     unknown = run_ares("eval", "--suite", "nope", "--model", "x", root=tmp_path, check=False)
-    assert unknown.returncode == 3 and "known suites: ares-mm, ares-text, paec-math, rehearse-ares, rehearse-paec, toy" in unknown.stderr
+    assert (
+        unknown.returncode == 3
+        and "known suites: ares-mm, ares-text, paec-math, rehearse-ares, rehearse-paec, toy" in unknown.stderr
+    )
