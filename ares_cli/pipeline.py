@@ -76,9 +76,19 @@ def _refs(value: Any) -> list[str]:
 def stage_config(stage: dict[str, Any]) -> dict[str, Any]:
     """A stage's config: its ``recipe`` file (the verb's section where the file has one) with ``config``
     merged over it, key by key."""
-    from ares_cli.config import load_yaml
+    recipe: dict[str, Any] = {}
+    if stage.get("recipe"):
+        import yaml
 
-    recipe = load_yaml(stage["recipe"], section=stage["run"]) if stage.get("recipe") else {}
+        path = Path(stage["recipe"])
+        try:
+            recipe = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+            raise InputError(f"unreadable recipe ({err})", file=path) from None
+        if not isinstance(recipe, dict):
+            raise InputError("expected a mapping at the top level", file=path)
+        if isinstance(recipe.get(stage["run"]), dict):  # an `rl:` section, as the verb's --config reads it
+            recipe = recipe[stage["run"]]
     return _merge(recipe, stage.get("config") or {})
 
 
