@@ -148,3 +148,22 @@ def test_an_unknown_flavour_names_the_valid_ones():
 
     with pytest.raises(UsageError, match="base, instruct, math, vl"):
         build_tokenizer("qwen3")
+
+
+def test_generation_stops_at_the_templates_turn_end_as_well_as_at_eos(saved):
+    """Qwen2.5-Math's eos is <|endoftext|> but its template closes a turn with <|im_end|>: both stop."""
+    from types import SimpleNamespace
+
+    from ares_cli.generation.stops import stop_ids, turn_end_ids
+    from ares_cli.models import load_tokenizer
+    from ares_cli.toy.build import base_dir
+
+    math = saved["math"]
+    assert turn_end_ids(math) == {151645} and math.eos_token_id == 151643
+    model = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=151643))
+    assert stop_ids(model, math) == {151643, 151645}
+    assert turn_end_ids(saved["vl"]) == {saved["vl"].eos_token_id} == {151645}
+    toy = load_tokenizer(base_dir())
+    assert turn_end_ids(toy) == {toy.eos_token_id}  # the toy's turn ends at its eos: nothing changes there
+    toy.chat_template = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"  # plain-text turn ends
+    assert turn_end_ids(toy) == set()

@@ -88,9 +88,9 @@ class VLLMBackend:
             top_p=sampling.top_p,
             max_tokens=sampling.max_new_tokens,  # vLLM's default is 16: always pass it
             stop=list(sampling.stop),
-            stop_token_ids=self.turn_end_ids or None,
             logprobs=0 if self.logprobs else None,
             **({"bad_words": list(VISION_TOKENS)} if self.max_images else {}),
+            **({"stop_token_ids": self.turn_end_ids} if self.turn_end_ids else {}),
         )
 
     def generate(self, requests: list[GenerationRequest], sampling: SamplingParams) -> list[list[Completion]]:
