@@ -122,8 +122,8 @@ def train_rl(
     problems = _fitting_prompts(problems, tokenizer, cfg, log, processor, window=model_context(model_path))
     algo = build_algorithm(cfg, reduce, distributed.all_gather_1d)
     model = load_model(model_path)
-    if cfg.optim.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+    if cfg.optim.gradient_checkpointing:  # transformers 5 renamed it (the old name warns), as in sft.py
+        (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
     ref_dtype = training_dtype(cfg, dist)
     ref = (
         load_model(model_path, dtype=ref_dtype).eval().requires_grad_(False).to(dist.device)
