@@ -31,7 +31,7 @@ def loop_reference(rewards, groups, kind, eps=1e-6, std="unbiased"):
                 out[i] = 0.0 if len(vals) < 2 else (rs[i] - mu) / (s + eps)
             elif kind == "drgrpo":
                 out[i] = rs[i] - mu
-    if kind == "batch_norm":
+    if kind == "group_mean_centred_std":
         b = sd(centred)
         out = [c / (b + eps) for c in centred]
     return out
@@ -47,17 +47,17 @@ def test_grpo_hand_computed():
     assert m["zero_variance_group_frac"] == 0.0
 
 
-def test_drgrpo_and_batch_norm_hand_computed():
+def test_drgrpo_and_group_mean_centred_std_hand_computed():
     r = torch.tensor([1.0, 0.0, 3.0, 3.0])
     adv, m = compute_advantages("drgrpo", r, group_size=2)
     assert adv.tolist() == [0.5, -0.5, 0.0, 0.0]
     assert m["zero_variance_group_frac"] == 0.5
-    bn, _ = compute_advantages("batch_norm", r, group_size=2)
+    bn, _ = compute_advantages("group_mean_centred_std", r, group_size=2)
     s = statistics.stdev([0.5, -0.5, 0.0, 0.0])
     assert bn.tolist() == pytest.approx([0.5 / (s + 1e-6), -0.5 / (s + 1e-6), 0.0, 0.0], rel=1e-6)
 
 
-@pytest.mark.parametrize("kind", ["grpo", "drgrpo", "batch_norm"])
+@pytest.mark.parametrize("kind", ["grpo", "drgrpo", "group_mean_centred_std"])
 @pytest.mark.parametrize("std", ["unbiased", "biased"])
 def test_matches_plain_loop_with_unordered_groups(kind, std):
     g = torch.Generator().manual_seed(0)
@@ -84,7 +84,9 @@ def test_input_errors():
         compute_advantages("grpo", torch.ones(4))
     with pytest.raises(UsageError):
         compute_advantages("grpo", torch.ones(4), group_size=2, std="weird")
-    with pytest.raises(UsageError, match="batch_norm, drgrpo, grpo"):
+    with pytest.raises(
+        UsageError, match="drgrpo, group_mean_batch_std, group_mean_centred_std, grpo, reinforce_pp_baseline"
+    ):
         compute_advantages("nope", torch.ones(4), group_size=2)
 
 
@@ -100,4 +102,10 @@ def test_registry_contract():
         reg.register("a")(lambda: 2)
     with pytest.raises(UsageError, match="unknown widget 'b'; valid names: a"):
         reg.get("b")
-    assert set(ADVANTAGES.names()) == {"grpo", "drgrpo", "batch_norm"}
+    assert set(ADVANTAGES.names()) == {
+        "grpo",
+        "drgrpo",
+        "group_mean_batch_std",
+        "group_mean_centred_std",
+        "reinforce_pp_baseline",
+    }

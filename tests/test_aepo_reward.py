@@ -158,10 +158,31 @@ def test_appendix_i_mild_encouragement_of_failed_easy_answers():
     b = torch.full((3,), EASY)
     target, lam = torch.tensor([3.0, 0, 0], dtype=D), torch.tensor([0.1, 0, 0], dtype=D)
     out = hierarchical_reward(r_acc, correct, n_he, b, target, lam, "appendix_i", easy_explore=0.1)
-    # correct under target: 0; incorrect under target (delta -2): +0.1*0.1*2; incorrect over (+4): -0.4
-    assert out.tolist() == pytest.approx([1.0, 0.02, -0.4])
+    # correct under target: 0; incorrect under target (delta -2): -0.1*0.1*2, a mild push towards the
+    # target; incorrect over (+4): -0.4
+    assert out.tolist() == pytest.approx([1.0, -0.02, -0.4])
     off = hierarchical_reward(r_acc, correct, n_he, b, target, lam, "appendix_i", easy_explore=0.0)
     assert off.tolist() == pytest.approx([1.0, 0.0, -0.4])
+
+
+def test_appendix_i_failed_easy_answers_are_pushed_towards_the_target():
+    """Figure 9's "mild encouragement ... a small degree of exploratory thinking if the model initially fails":
+    a failed easy answer's reward rises with N_HE up to the target, then falls (the overthinking penalty)."""
+    n_he = torch.arange(0.0, 8.0)
+    b = torch.full((8,), EASY)
+    target, lam = torch.tensor([3.0, 0, 0], dtype=D), torch.tensor([0.1, 0, 0], dtype=D)
+    out = hierarchical_reward(torch.zeros(8), torch.zeros(8, dtype=torch.bool), n_he, b, target, lam,
+                              "appendix_i", easy_explore=0.1)  # fmt: skip
+    # N_HE 0..3: -mu lam (3 - N_HE) = -0.03, -0.02, -0.01, 0; above: -lam (N_HE - 3) = -0.1 .. -0.4
+    assert out.tolist() == pytest.approx([-0.03, -0.02, -0.01, 0.0, -0.1, -0.2, -0.3, -0.4])
+    diffs = (out[1:] - out[:-1]).tolist()
+    assert all(d > 0 for d in diffs[:3]) and all(d < 0 for d in diffs[3:])
+    # the push is milder than the penalty above the target, and never lifts a failure above a success
+    assert max(diffs[:3]) < -min(diffs[3:])
+    ok = hierarchical_reward(
+        torch.ones(8), torch.ones(8, dtype=torch.bool), n_he, b, target, lam, "appendix_i"
+    )
+    assert (ok >= out).all()
 
 
 def test_alg1_line14_reward_hand_computed():

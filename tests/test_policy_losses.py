@@ -29,7 +29,7 @@ def lp_pair(ratios, base=-1.0):
 
 
 def test_registry_names():
-    assert POLICY_LOSSES.names() == ["cispo", "clip_cov", "kl_cov", "ppo"]
+    assert POLICY_LOSSES.names() == ["cispo", "clip_cov", "gspo", "gspo_token", "kl_cov", "ppo"]
 
 
 def test_ppo_hand_computed_clip_higher_and_dual_clip():
@@ -228,4 +228,4 @@ def test_config_validation():
     with pytest.raises(UsageError):
         PolicyLossConfig(top_entropy_frac=0.0)
     with pytest.raises(UsageError, match="valid names"):
-        policy_loss("gspo", None, None, None, None, config=CFG, aggregation=None)
+        policy_loss("nope", None, None, None, None, config=CFG, aggregation=None)

@@ -68,6 +68,8 @@ def test_presets_and_precedence(tmp_path):
         "cispo",
         "clip_cov",
         "kl_cov",
+        "gspo",
+        "gspo_token",
         "entropy",
         "topent",
         "aepo",
@@ -122,8 +124,8 @@ def test_dynamic_sampling_cap_fails_clearly(tiny_model_dir, tmp_path):
 
 
 # ---- every preset through the trainer ---------------------------------------------------------------------
-@pytest.mark.parametrize("algo", ["grpo", "dapo", "drgrpo", "cispo", "clip_cov", "kl_cov", "entropy", "topent",
-                                  "aepo", "paec"])  # fmt: skip
+@pytest.mark.parametrize("algo", ["grpo", "dapo", "drgrpo", "cispo", "clip_cov", "kl_cov", "gspo", "gspo_token",
+                                  "entropy", "topent", "aepo", "paec"])  # fmt: skip
 def test_preset_runs_end_to_end(algo, tiny_model_dir, tmp_path):
     result = _train(_cfg(f"algo={algo}", "steps=1"), tiny_model_dir, tmp_path)
     assert result.complete and result.stats["steps"] == 1

@@ -2,24 +2,39 @@
 
 Every estimator has one signature::
 
-    fn(rewards [N], *, group_ids [N] | None = None, group_size: int | None = None, eps=1e-6, **options)
-        -> (advantages [N] float32, metrics dict[str, float])
+    fn(rewards [N], *, group_ids [N] | None = None, group_size: int | None = None, eps=1e-6,
+       std="unbiased", lengths [N] | None = None, reduce=None) -> (advantages [N] float32, metrics)
 
 Give either ``group_ids`` (any integer labels, groups need not be contiguous) or ``group_size`` (responses
-of one prompt are contiguous, N divisible by it). Estimators:
+of one prompt are contiguous, N divisible by it). ``lengths`` are the responses' trained token counts (the
+token-level estimator needs them); ``reduce`` sums a float64 tensor over ranks (identity when None), so the
+batch-level estimators take their statistics over the whole step, not one rank's share. Groups are whole on
+a rank, so the group-level ones need no reduction. Estimators:
 
 - ``grpo``: A_i = (r_i - mean_g) / (std_g + eps) (DeepSeekMath / GRPO). ``std="unbiased"`` (default,
   Bessel-corrected, divisor n - 1, as torch.std, TRL and verl use) or ``std="biased"`` (divisor n). A
   group of one response has no spread: its advantage is 0.
 - ``drgrpo``: A_i = r_i - mean_g (Dr.GRPO: no std division).
-- ``batch_norm``: c_i = r_i - mean_g, then A_i = c_i / (std_batch(c) + eps) (group-centred, normalised by
-  the std of the centred values over the whole batch; REINFORCE++-baseline style), same ``std`` option.
+- ``group_mean_batch_std``: A_i = (r_i - mean_g) / (std_batch(r) + eps), the std of the *raw* rewards over
+  the batch (Lite PPO, Liu et al. 2025 "Tricks or Traps? A Deep Dive into RL for LLM Reasoning"; TRL's
+  ``scale_rewards="batch"``, which uses eps = 1e-4 and Bessel's correction).
+- ``group_mean_centred_std``: c_i = r_i - mean_g, A_i = c_i / (std_batch(c) + eps), the std of the
+  group-centred rewards over the batch (ours; it was called ``batch_norm`` and matches neither peer).
+- ``reinforce_pp_baseline``: verl's REINFORCE++-baseline (Hu et al. 2025, arXiv 2501.03262): c_i = r_i -
+  mean_g broadcast to the response's tokens, then whitened over every valid token of the batch,
+  A_i = (c_i - mu) / sqrt(var + eps) with mu = sum L_i c_i / sum L_i and var = sum L_i (c_i - mu)^2 /
+  (sum L_i - 1) (verl's ``masked_whiten``: token-weighted, mean shifted, Bessel over tokens; verl's eps
+  is 1e-8, inside the root). Needs ``lengths``.
 
-A group whose rewards are all equal gets A = 0 under every estimator; ``zero_variance_group_frac`` logs how
-many such groups the batch had.
+A group whose rewards are all equal gets A = 0 under ``grpo``, ``drgrpo``, ``group_mean_batch_std`` and
+``group_mean_centred_std`` (``reinforce_pp_baseline`` shifts by the token mean, so such a group gets -mu /
+sigma, as verl's does); ``zero_variance_group_frac`` logs how many such groups the batch had.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -34,6 +49,7 @@ __all__ = [
 
 ADVANTAGES: Registry = Registry("advantage estimator")
 STD_KINDS = ("unbiased", "biased")
+Reduce = Callable[[Tensor], Tensor]  # sum over ranks
 
 
 def group_index(n: int, group_ids: Tensor | None, group_size: int | None, device=None) -> tuple[Tensor, int]:
@@ -91,6 +107,8 @@ def grpo(
     group_size: int | None = None,
     eps: float = 1e-6,
     std: str = "unbiased",
+    lengths: Tensor | None = None,
+    reduce: Reduce | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """GRPO outcome advantage A_i = (r_i - mean_g) / (std_g + eps), std Bessel-corrected by default."""
     r, idx, g = _prepare(rewards, group_ids, group_size)
@@ -108,6 +126,8 @@ def drgrpo(
     group_size: int | None = None,
     eps: float = 1e-6,
     std: str = "unbiased",
+    lengths: Tensor | None = None,
+    reduce: Reduce | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Dr.GRPO advantage A_i = r_i - mean_g (``eps`` and ``std`` only affect the logged metrics)."""
     r, idx, g = _prepare(rewards, group_ids, group_size)
@@ -116,27 +136,85 @@ def drgrpo(
     return adv.float(), _metrics(r, adv, count, gstd)
 
 
-@ADVANTAGES.register("batch_norm")
-def batch_norm(
+def _summed(values: Tensor, reduce: Reduce | None) -> Tensor:
+    """``values`` (float64) summed over ranks."""
+    return values if reduce is None else reduce(values.clone())
+
+
+def _batch_std(x: Tensor, weights: Tensor, std: str, reduce: Reduce | None) -> tuple[Tensor, Tensor]:
+    """Weighted mean and std of ``x`` over the whole batch, all ranks (two passes: the mean, then the
+    centred squares, so no E[x^2] - E[x]^2 cancellation); ``std="unbiased"`` divides by sum(w) - 1."""
+    n, total = _summed(torch.stack([weights.sum(), (weights * x).sum()]), reduce).tolist()
+    mean = total / n if n else 0.0
+    sq = float(_summed((weights * (x - mean) ** 2).sum().reshape(1), reduce)[0])
+    denom = n - 1 if std == "unbiased" else n
+    return torch.tensor(mean, dtype=x.dtype), torch.tensor(
+        math.sqrt(sq / denom) if denom > 0 else 0.0, dtype=x.dtype
+    )
+
+
+@ADVANTAGES.register("group_mean_batch_std")
+def group_mean_batch_std(
     rewards: Tensor,
     *,
     group_ids: Tensor | None = None,
     group_size: int | None = None,
     eps: float = 1e-6,
     std: str = "unbiased",
+    lengths: Tensor | None = None,
+    reduce: Reduce | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
-    """Group-centred rewards c_i = r_i - mean_g divided by the batch std of c plus eps."""
+    """Lite PPO / TRL ``scale_rewards="batch"``: (r_i - mean_g) / (std of the raw rewards over the batch + eps)."""
+    r, idx, g = _prepare(rewards, group_ids, group_size)
+    count, mean, gstd = group_moments(r, idx, g, std)
+    _, bstd = _batch_std(r, torch.ones_like(r), std, reduce)
+    adv = (r - mean[idx]) / (bstd + eps)
+    return adv.float(), _metrics(r, adv, count, gstd) | {"batch_std": float(bstd)}
+
+
+@ADVANTAGES.register("group_mean_centred_std")
+def group_mean_centred_std(
+    rewards: Tensor,
+    *,
+    group_ids: Tensor | None = None,
+    group_size: int | None = None,
+    eps: float = 1e-6,
+    std: str = "unbiased",
+    lengths: Tensor | None = None,
+    reduce: Reduce | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """Ours: c_i = r_i - mean_g divided by the std of c over the batch, plus eps."""
     r, idx, g = _prepare(rewards, group_ids, group_size)
     count, mean, gstd = group_moments(r, idx, g, std)
     c = r - mean[idx]
-    n = c.numel()
-    if n < 2:
-        return torch.zeros_like(c).float(), _metrics(r, torch.zeros_like(c), count, gstd)
-    bstd = c.std(unbiased=(std == "unbiased"))
+    _, bstd = _batch_std(c, torch.ones_like(c), std, reduce)
     adv = c / (bstd + eps)
-    out = _metrics(r, adv, count, gstd)
-    out["batch_std"] = float(bstd)
-    return adv.float(), out
+    return adv.float(), _metrics(r, adv, count, gstd) | {"batch_std": float(bstd)}
+
+
+@ADVANTAGES.register("reinforce_pp_baseline")
+def reinforce_pp_baseline(
+    rewards: Tensor,
+    *,
+    group_ids: Tensor | None = None,
+    group_size: int | None = None,
+    eps: float = 1e-6,
+    std: str = "unbiased",
+    lengths: Tensor | None = None,
+    reduce: Reduce | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """verl's REINFORCE++-baseline: group-centred rewards whitened over the batch's tokens (module docstring).
+    ``std`` is ignored: verl's whitening is Bessel-corrected over tokens."""
+    if lengths is None:
+        raise UsageError("reinforce_pp_baseline whitens per token: it needs the response lengths")
+    r, idx, g = _prepare(rewards, group_ids, group_size)
+    if lengths.shape != r.shape:
+        raise UsageError(f"lengths shape {tuple(lengths.shape)} != rewards shape {tuple(r.shape)}")
+    count, mean, gstd = group_moments(r, idx, g, std)
+    c = r - mean[idx]
+    mu, sigma = _batch_std(c, lengths.to(r.dtype), "unbiased", reduce)
+    adv = (c - mu) / torch.sqrt(sigma**2 + eps)
+    return adv.float(), _metrics(r, adv, count, gstd) | {"batch_std": float(sigma), "token_mean": float(mu)}
 
 
 def compute_advantages(name: str, rewards: Tensor, **kwargs) -> tuple[Tensor, dict[str, float]]:

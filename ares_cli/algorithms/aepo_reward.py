@@ -123,9 +123,11 @@ def shaped_reward(
     keep R_acc, so a correct answer never scores below an incorrect one (given R_acc does).
 
     ``variant="appendix_i"`` (appendix I, figure 9): shaping also reaches correct answers —
-    easy: correct −λ max(0, Δ), incorrect −λ max(0, Δ) + μ λ max(0, −Δ) ("only mild encouragement when
-    errors occur": a μ = ``easy_explore`` fraction of the slope, pushing a failed easy attempt that
-    explored less than its target to explore a little more; μ = 0 treats both alike);
+    easy: correct −λ max(0, Δ), incorrect −λ max(0, Δ) − μ λ max(0, −Δ) ("only mild encouragement when
+    errors occur ... a small degree of exploratory thinking if the model initially fails": a failed easy
+    attempt below its target loses a μ = ``easy_explore`` fraction of the slope per missing window, so its
+    reward rises with N_HE up to the target, as medium's incorrect term does at full slope; μ = 0 treats
+    failed and correct easy answers alike);
     medium: correct −λ|Δ|, incorrect −λ max(0, −Δ) (failed attempts pushed to explore more);
     hard: +λ max(0, Δ) for every response (exploration rewarded regardless of accuracy), incorrect also
     −λ max(0, −Δ). Each term is clipped to ±min(cap, gap_g/2) with gap_g taken within the response's
@@ -153,7 +155,7 @@ def shaped_reward(
         return (r - torch.where(correct, torch.zeros_like(paper_pen), paper_pen)).to(torch.float32), {}
     if variant == "appendix_i":
         pos, neg = delta.clamp(min=0.0), (-delta).clamp(min=0.0)
-        easy = torch.where(correct, -pos, -pos + easy_explore * neg)
+        easy = torch.where(correct, -pos, -pos - easy_explore * neg)
         medium = torch.where(correct, -delta.abs(), -neg)
         hard = torch.where(correct, pos, pos - neg)
         shape = lam_i * torch.where(buckets == EASY, easy, torch.where(buckets == HARD, hard, medium))

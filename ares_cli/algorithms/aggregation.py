@@ -13,13 +13,15 @@ Modes (l the per-token loss, m the {0,1} mask, |o_i| = sum_t m_{i,t}):
 - ``seq_sum_constant`` (Dr.GRPO): sum_{i,t} m l / (N_seq * L_max), L_max a constant (the generation budget).
 
 Per-token weights (e.g. PAEC soft masks, AEPO's beta_{i,t}) multiply ``l`` before aggregation; they do not
-change the denominators.
+change the denominators. Padding is removed by a select (``torch.where``, as verl's ``masked_sum``), not by
+multiplying with the mask, so a NaN or inf at a padded position never reaches the loss or its gradient.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
 from ares_cli.errors import UsageError
@@ -66,7 +68,9 @@ class Aggregation:
                 f"per-token loss {tuple(per_token.shape)} and mask {tuple(mask.shape)} must be [N, T]"
             )
         m = mask.to(per_token.dtype)
-        masked = per_token * m
+        masked = torch.where(
+            mask.bool(), per_token, torch.zeros((), dtype=per_token.dtype, device=per_token.device)
+        )
         if self.mode == "token_mean":
             return masked.sum() / max(self.global_tokens, 1.0)
         if self.mode == "seq_mean_token_mean":
@@ -82,4 +86,5 @@ class Aggregation:
 def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
     """Plain local mean over valid tokens (metrics only; losses must use :class:`Aggregation`)."""
     m = mask.to(values.dtype)
-    return (values * m).sum() / m.sum().clamp(min=1.0)
+    kept = torch.where(mask.bool(), values, torch.zeros((), dtype=values.dtype, device=values.device))
+    return kept.sum() / m.sum().clamp(min=1.0)

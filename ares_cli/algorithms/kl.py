@@ -7,8 +7,12 @@ With log-ratio d = log pi_ref(o_t) - log pi_theta(o_t) of a token sampled from p
 - ``k2`` = d^2 / 2                 (biased, low variance, >= 0)
 - ``k3`` = exp(d) - d - 1          (unbiased, low variance, >= 0; "low_var_kl")
 
-``d`` is clamped to [-log_ratio_clamp, log_ratio_clamp] (default 20) before ``exp`` and the estimate to
-[-clamp, clamp] (default [-10, 10]), as verl does, so one far-off token cannot blow up the loss.
+Only k3 is clamped, as verl's ``kl_penalty`` clamps only its ``low_var_kl``: ``d`` to
+[-log_ratio_clamp, log_ratio_clamp] (20) before ``exp`` (exp(d) overflows, and with it the gradient, long
+before any real policy drifts that far) and the estimate to [-clamp, clamp] (10), so one far-off token cannot
+dominate the loss. k1 and k2 have no exponential and are left unclamped: a clamped k2 would have zero
+gradient once |d| > sqrt(2 clamp) (4.47 for 10), i.e. exactly on the tokens that drifted furthest from the
+reference. ``None`` turns a clamp off (TRL clamps nothing).
 """
 
 from __future__ import annotations
@@ -29,20 +33,22 @@ def kl_estimate(
     ref_logprob: Tensor,
     *,
     kind: str = "k3",
-    clamp: float = 10.0,
-    log_ratio_clamp: float = 20.0,
+    clamp: float | None = 10.0,
+    log_ratio_clamp: float | None = 20.0,
 ) -> Tensor:
-    """Per-token KL estimate [N, T] (module docstring); differentiable in ``logprob``."""
+    """Per-token KL estimate [N, T] (module docstring); differentiable in ``logprob``. The clamps apply to k3
+    only."""
     if kind not in KL_ESTIMATORS:
         raise UsageError(f"unknown KL estimator {kind!r}; valid: {', '.join(KL_ESTIMATORS)}")
-    d = (ref_logprob - logprob).clamp(-log_ratio_clamp, log_ratio_clamp)
+    d = ref_logprob - logprob
     if kind == "k1":
-        kl = -d
-    elif kind == "k2":
-        kl = 0.5 * d.square()
-    else:
-        kl = torch.expm1(d) - d
-    return kl.clamp(-clamp, clamp)
+        return -d
+    if kind == "k2":
+        return 0.5 * d.square()
+    if log_ratio_clamp is not None:
+        d = d.clamp(-log_ratio_clamp, log_ratio_clamp)
+    kl = torch.expm1(d) - d
+    return kl if clamp is None else kl.clamp(-clamp, clamp)
 
 
 def kl_loss(
@@ -54,14 +60,15 @@ def kl_loss(
     kind: str = "k3",
     coef: float = 1.0,
     weights: Tensor | None = None,
-    clamp: float = 10.0,
+    clamp: float | None = 10.0,
+    log_ratio_clamp: float | None = 20.0,
 ) -> tuple[Tensor, dict[str, float]]:
     """KL loss term coef * Agg(w_{i,t} * KL_{i,t}) (ARES eq. 2 with beta_{i,t} = coef * w_{i,t}, eq. 1).
 
     ``weights`` [N, T] (or broadcastable) are per-token factors, e.g. AEPO's beta_d * rho_t; ``None`` means 1.
     Returns the scalar loss to add to the policy loss and metrics (unweighted mean KL over valid tokens and
     the weighted mean)."""
-    kl = kl_estimate(logprob, ref_logprob, kind=kind, clamp=clamp)
+    kl = kl_estimate(logprob, ref_logprob, kind=kind, clamp=clamp, log_ratio_clamp=log_ratio_clamp)
     w = (
         torch.ones_like(kl)
         if weights is None

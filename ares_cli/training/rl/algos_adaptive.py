@@ -102,7 +102,9 @@ class AEPO(Algorithm):
 
         kl_ctrl, dynamic = None, self.cfg.aepo.dynamic_kl
         if "ref_logprob" in batch.tok:  # measured with or without the controller (the ablation logs it too)
-            kld = kl_estimate(batch.tok["old_logprob"], batch.tok["ref_logprob"], kind=self.cfg.kl.estimator)
+            kl = self.cfg.kl
+            kld = kl_estimate(batch.tok["old_logprob"], batch.tok["ref_logprob"], kind=kl.estimator, clamp=kl.clamp,
+                              log_ratio_clamp=kl.log_ratio_clamp)  # fmt: skip
             local = nonwindow_kl_stats(kld, batch.tok["kl_relaxed"], batch.response_mask, batch.seq["bucket"],
                                        self.cfg.aepo.kl_ctrl_signal)  # fmt: skip
             if dynamic:

@@ -158,9 +158,11 @@ def branch_groups(
 
 
 def solve_rate_metrics(groups, easy_frac: float = 0.75, hard_frac: float = 0.25) -> dict[str, float]:
-    """Correct solutions per 1000 generated tokens, over all prompts and over hard prompts (bucket of the
-    original G rollouts' pass count); logged for every run so that runs with and without branching compare.
-    Branch continuations count their generated tokens only, not the prefix they share."""
+    """Generated tokens of the step and correct solutions per 1000 of them, over all prompts and over hard
+    prompts (bucket of the original G rollouts' pass count); logged for every run so that runs with and
+    without branching compare. A branch counts the tokens it generated (its continuation), not the prefix it
+    shares with the response it branched from: ``rollout/generated_tokens`` is sum_i (L_i - prefix_i), never
+    the mean response length times the rows."""
     from ares_cli.algorithms.buckets import difficulty_bucket
 
     correct = tokens = hard_correct = hard_tokens = 0
@@ -172,7 +174,7 @@ def solve_rate_metrics(groups, easy_frac: float = 0.75, hard_frac: float = 0.25)
         correct, tokens = correct + sum(g.correct), tokens + gen
         if difficulty_bucket(sum(orig), len(orig), easy_frac, hard_frac) == "hard":
             hard_correct, hard_tokens = hard_correct + sum(g.correct), hard_tokens + gen
-    return {"rollout/correct_per_ktoken": 1000.0 * correct / max(tokens, 1),
+    return {"rollout/generated_tokens": float(tokens), "rollout/correct_per_ktoken": 1000.0 * correct / max(tokens, 1),
             "rollout/hard_correct_per_ktoken": 1000.0 * hard_correct / max(hard_tokens, 1)}  # fmt: skip
 
 

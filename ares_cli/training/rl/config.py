@@ -95,10 +95,14 @@ def _loss_option(name: str, help: str):
 class LossConfig:
     """Policy loss, advantage estimator and aggregation (see ares_cli.algorithms)."""
 
-    policy_loss: str = option("ppo", "Policy loss: ppo | cispo | clip_cov | kl_cov.")
-    advantage: str = option("grpo", "Advantage estimator: grpo | drgrpo | batch_norm.")
+    policy_loss: str = option("ppo", "Policy loss: ppo | cispo | clip_cov | kl_cov | gspo | gspo_token.")
+    advantage: str = option(
+        "grpo",
+        "Advantage: grpo | drgrpo | group_mean_batch_std (TRL batch) | group_mean_centred_std | "
+        "reinforce_pp_baseline (verl).",
+    )
     adv_std: Literal["unbiased", "biased"] = option("unbiased", "Group std of grpo advantages (torch.std).")
-    adv_eps: float = option(1e-6, "Epsilon of the advantage std division.")
+    adv_eps: float = option(1e-6, "Epsilon of the advantage std division (verl 1e-6; TRL 1e-4).")
     aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_sum_constant"] = option(
         "seq_mean_token_mean", "Loss aggregation (GRPO seq-mean-token-mean; DAPO token_mean; Dr.GRPO sum)."
     )
@@ -123,8 +127,17 @@ class LossConfig:
     entropy_coef: float = _loss_option(
         "entropy_coef", "Global entropy bonus (entropy preset: 8e-4, PAEC baseline)."
     )
+    entropy_aggregation: str = _loss_option(
+        "entropy_aggregation", 'Entropy bonus: "loss" aggregation (verl) or always "token_mean" (TRL).'
+    )
     top_entropy_frac: float | None = _loss_option(
         "top_entropy_frac", "Keep the PG term on the top fraction by entropy (80/20: 0.2)."
+    )
+    top_entropy_rule: str = _loss_option(
+        "top_entropy_rule", 'Top-entropy count: "ceil" (ceil(frac n)) or "quantile" (TRL\'s threshold).'
+    )
+    log_ratio_clamp: float | None = _loss_option(
+        "log_ratio_clamp", "Clamp of the policy log-ratio before exp (verl 20; null = none, TRL)."
     )
     chunk_size: int = option(128, "Positions per chunk of the token-statistics pass (memory).")
 
@@ -135,7 +148,12 @@ class KLConfig:
 
     coef: float = option(0.001, "KL loss coefficient (verl default 1e-3; 0 = no reference model).", ge=0.0)
     estimator: Literal["k1", "k2", "k3"] = option("k3", "KL estimator (k3 = low-variance, Schulman 2020).")
-    clamp: float = option(10.0, "Clamp of the per-token KL estimate.", gt=0.0)
+    clamp: float | None = option(
+        10.0, "Clamp of the per-token k3 estimate (verl 10; k1, k2 unclamped; null = none, TRL).", gt=0.0
+    )
+    log_ratio_clamp: float | None = option(
+        20.0, "Clamp of k3's log-ratio before exp (verl 20; null = none, TRL).", gt=0.0
+    )
 
 
 @dataclass
@@ -206,7 +224,8 @@ class RLConfig:
     """The RL stage: algorithm, rollout, optimisation, loss, KL, rewards, filtering, validation."""
 
     algo: str = option(
-        "grpo", "Algorithm preset: grpo dapo drgrpo cispo clip_cov kl_cov entropy topent aepo paec aer."
+        "grpo",
+        "Algorithm preset: grpo dapo drgrpo cispo clip_cov kl_cov gspo gspo_token entropy topent aepo paec aer.",
     )
     steps: int = option(720, "RL steps (PAEC: 720).", ge=1)
     seed: int = option(0, "Seed of the prompt order, rollout seeds and every other random choice.")
@@ -251,14 +270,20 @@ def resolve_rollout_budget(cfg: RLConfig, model_path, window: int | None):
     return budget
 
 
+# GSPO sec. 5.1: clip ranges 3e-4 / 4e-4, no dual clip, sequence-level mean (eq. 5); no KL term (as the
+# authors ran it, cited by TRL's GSPO docs). Four optimiser steps per rollout batch are a recipe setting.
+GSPO = {"loss": {"policy_loss": "gspo", "clip_low": 3e-4, "clip_high": 4e-4, "dual_clip": None,
+                 "aggregation": "seq_mean_token_mean"}, "kl": {"coef": 0.0}}  # fmt: skip
+
 PRESETS: dict[str, dict[str, Any]] = {
     "grpo": {},
     "dapo": {"loss": {"clip_high": 0.28, "aggregation": "token_mean"}, "kl": {"coef": 0.0},
              "filter": {"mode": "filter"}, "reward": {"overlong_shaping": True}},
     "drgrpo": {"loss": {"advantage": "drgrpo", "aggregation": "seq_sum_constant"}},
     "cispo": {"loss": {"policy_loss": "cispo"}},
-    "clip_cov": {"loss": {"policy_loss": "clip_cov"}},
+    "clip_cov": {"loss": {"policy_loss": "clip_cov", "dual_clip": None}},  # verl's Clip-Cov: no dual clip
     "kl_cov": {"loss": {"policy_loss": "kl_cov"}},
+    "gspo": GSPO, "gspo_token": {**GSPO, "loss": {**GSPO["loss"], "policy_loss": "gspo_token"}},
     "entropy": {"loss": {"entropy_coef": 8e-4}},
     "topent": {"loss": {"top_entropy_frac": 0.2}},
     "aepo": {"kl": {"coef": 1.0}, "filter": {"mode": "filter"}},

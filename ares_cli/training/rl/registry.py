@@ -10,7 +10,8 @@ from ares_cli.training.rl.algos_adaptive import AEPO, PAEC
 from ares_cli.training.rl.algos_aer import AER
 
 ALGORITHMS: Registry = Registry("RL algorithm")
-BASELINES = ("grpo", "dapo", "drgrpo", "cispo", "clip_cov", "kl_cov", "entropy", "topent")
+BASELINES = ("grpo", "dapo", "drgrpo", "cispo", "clip_cov", "kl_cov", "gspo", "gspo_token", "entropy",
+             "topent")  # fmt: skip
 
 for _name in BASELINES:
     ALGORITHMS.register(_name)(Algorithm)

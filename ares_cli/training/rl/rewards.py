@@ -8,7 +8,9 @@
   L_cache = ``overlong_buffer``: 0 while |y| <= L_max - L_cache, then ((L_max - L_cache) - |y|) / L_cache
   (times ``overlong_penalty``), reaching -penalty at |y| = L_max.
 - filter (DAPO dynamic sampling / ARES online filtering): a group is dropped when all its rewards are equal
-  (zero advantage) or its mean accuracy lies outside [low, high].
+  (zero advantage) or its mean accuracy lies outside [low, high];
+- the step's outcome advantages (:func:`step_advantages`): ``loss.advantage`` over this rank's groups,
+  with the batch-level estimators' statistics summed over every rank.
 """
 
 from __future__ import annotations
@@ -53,3 +55,19 @@ def filter_group(rewards: Sequence[float], correct: Sequence[bool], cfg) -> Filt
     if not cfg.low <= accuracy <= cfg.high:
         return FilterVerdict(False, "out_of_band")
     return FilterVerdict(True, "kept")
+
+
+def step_advantages(cfg, rewards, batch, reduce):
+    """Advantages [N] (on ``rewards``' device) and metrics of one RL step: ``cfg.loss.advantage`` over this
+    rank's rows, each row's length its trained tokens, batch statistics summed over ranks by ``reduce``."""
+    from ares_cli.algorithms.advantages import compute_advantages
+
+    device = rewards.device
+
+    def over_ranks(t):
+        return reduce(t.to(device)).cpu()
+
+    adv, metrics = compute_advantages(cfg.loss.advantage, rewards.float().cpu(), group_ids=batch.group.cpu(),
+                                      eps=cfg.loss.adv_eps, std=cfg.loss.adv_std, reduce=over_ranks,
+                                      lengths=batch.response_mask.sum(-1).cpu())  # fmt: skip
+    return adv.to(device), metrics

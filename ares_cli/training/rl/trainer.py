@@ -71,7 +71,6 @@ def train_rl(
     import numpy as np
     import torch
 
-    from ares_cli.algorithms.advantages import compute_advantages
     from ares_cli.grading import GradingPool
     from ares_cli.models import load_model, load_processor, load_tokenizer
     from ares_cli.stages.budget import model_context
@@ -88,6 +87,7 @@ def train_rl(
         training_dtype,
     )
     from ares_cli.training.rl.registry import build_algorithm
+    from ares_cli.training.rl.rewards import step_advantages
     from ares_cli.training.rl.rollout import PromptSampler, all_gather_groups, collect_groups, generate_groups
     from ares_cli.training.rl.update import ppo_update
     from ares_cli.training.sft import param_groups
@@ -260,9 +260,8 @@ def train_rl(
             # 3. algorithm hooks -> rewards, advantages, KL weights
             alg_metrics = algo.prepare(batch)
             rewards, bonus, reward_metrics = algo.rewards(batch)
-            adv, adv_metrics = compute_advantages(cfg.loss.advantage, rewards.float().cpu(), group_ids=batch.group.cpu(),
-                                                  eps=cfg.loss.adv_eps, std=cfg.loss.adv_std)  # fmt: skip
-            token_adv = adv.to(dist.device)[:, None].expand_as(batch.response_mask)
+            adv, adv_metrics = step_advantages(cfg, rewards, batch, reduce)
+            token_adv = adv[:, None].expand_as(batch.response_mask)
             batch.tok["advantages"] = (token_adv + bonus) if bonus is not None else token_adv.contiguous()
             kl_weights = algo.kl_weights(batch)
             if kl_weights is not None:

@@ -121,7 +121,7 @@ def _micro_loss(stats, micro, algo, cfg, agg, pl_cfg, generator):
     if "ref_logprob" in micro.tok:
         kl, kl_metrics = kl_loss(stats.logprob, micro.tok["ref_logprob"], mask, aggregation=agg,
                                  kind=cfg.kl.estimator, coef=cfg.kl.coef, weights=micro.tok.get("kl_weight"),
-                                 clamp=cfg.kl.clamp)  # fmt: skip
+                                 clamp=cfg.kl.clamp, log_ratio_clamp=cfg.kl.log_ratio_clamp)  # fmt: skip
         loss, metrics = loss + kl, metrics | kl_metrics
     metrics["loss"] = float(loss.detach())  # policy + KL; the algorithm logs its extra term itself
     extra, extra_metrics = algo.extra_loss(micro, stats)
