@@ -63,8 +63,8 @@ def test_recipe_resolves(path):
 
 
 def test_every_toy_recipe_is_covered():
-    assert set(ABLATIONS) | {"toy-aepo", "toy-paec", "toy-aer", "toy-grpo", "toy-dapo"} == set(TOY)
-    for name in [*ABLATIONS, "toy-aepo", "toy-paec", "toy-aer"]:
+    assert set(ABLATIONS) | {"toy-aepo", "toy-paec", "toy-aer", "toy-grpo", "toy-dapo", "toy-gspo"} == set(TOY)
+    for name in [*ABLATIONS, "toy-aepo", "toy-paec", "toy-aer", "toy-gspo"]:
         assert f"--config pipelines/rl/{name}.yaml" in (RL / f"{name}.yaml").read_text()
 
 
@@ -73,6 +73,9 @@ def test_full_methods_share_toy_grpo_settings():
     assert _diff("toy-aepo", "toy-grpo") == {"algo", "kl.coef", "filter.mode"}
     assert _diff("toy-paec", "toy-grpo") == {"algo"}
     assert _diff("toy-aer", "toy-grpo") == {"algo"}  # PAEC's AER constants are AERConfig's defaults
+    # the GSPO preset (policy loss, sec. 5.1's clip ranges, no dual clip, no KL) and four mini-batches per step
+    assert _diff("toy-gspo", "toy-grpo") == {"algo", "loss.policy_loss", "loss.clip_low", "loss.clip_high",
+                                             "loss.dual_clip", "kl.coef", "optim.mini_batch_size"}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", sorted(ABLATIONS))
@@ -126,6 +129,8 @@ def test_toy_recipe_runs_one_step(name, step):
     if "branching" in name:
         assert "branch/points" in row and "branch/tokens" in row
     assert "rollout/hard_correct_per_ktoken" in row  # every run: branching compares with plain sampling
+    if "gspo" in name:
+        assert row["gspo_seq_ratio_mean"] > 0 and "kl_k3" not in row  # no reference model, no KL term
     if "aer" in name:
         assert row["aer/h0"] > 0 and row["aer/target"] == pytest.approx(0.4 * row["aer/h0"])
         assert row["aer/alpha"] == 0.0 and 0.0 <= row["aer/hard_frac"] <= 1.0  # alpha_0 = 0 on step 1
