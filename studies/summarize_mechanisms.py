@@ -179,7 +179,7 @@ def summarize(rows: dict, evals: dict, late: int) -> tuple[str, dict]:
         ("hard-prompt correct per 1k generated tokens (whole run)", whole("rollout/hard_correct_per_ktoken")),
         ("correct per 1k generated tokens (whole run)", whole("rollout/correct_per_ktoken")),
         ("generated tokens per step (whole run)", _generated_tokens),
-        ("tokens trained on per step, prompts and branch prefixes included (whole run)", whole("tokens")),
+        ("tokens processed per step, prompts and branch prefixes included (whole run)", whole("tokens")),
         ("rollout accuracy (whole run)", whole("accuracy")),
     ])  # fmt: skip
     if "branching" in rows:
@@ -190,12 +190,25 @@ def summarize(rows: dict, evals: dict, late: int) -> tuple[str, dict]:
     return "\n".join(md), out
 
 
+def generated_tokens(row: dict, responses: int) -> float:
+    """Response tokens sampled in one step: the G rollouts of every prompt plus the branches' continuations,
+    never their shared prefixes. ``rollout/generated_tokens`` where the run logged it; otherwise recovered
+    exactly from two metrics every run logs, accuracy (correct / rows) and rollout/correct_per_ktoken
+    (1000 correct / generated tokens): generated = 1000 * accuracy * rows / correct_per_ktoken, rows = the
+    step's ``responses`` (G per prompt) plus its branch responses. The mean response length times the rows
+    would count each branch's prefix again (a branch row holds prefix + continuation)."""
+    if "rollout/generated_tokens" in row:
+        return float(row["rollout/generated_tokens"])
+    rows = responses + row.get("branch/responses", 0)
+    if row["rollout/correct_per_ktoken"] <= 0:
+        raise ValueError(f"step {row.get('step')}: no correct response, generated tokens cannot be recovered")
+    return 1000.0 * row["accuracy"] * rows / row["rollout/correct_per_ktoken"]
+
+
 def _generated_tokens(rows: list[dict]) -> float:
-    """Response tokens sampled per step: the mean response length (branch continuations without their
-    prefix) times the responses, the G rollouts of every prompt plus the branches."""
+    """Mean over steps of :func:`generated_tokens`."""
     cfg = _spec_arm("grpo")["rollout"]
-    per_step = [r["response_len"] * (cfg["prompts_per_step"] * cfg["group_size"] + r.get("branch/responses", 0))
-                for r in rows]  # fmt: skip
+    per_step = [generated_tokens(r, cfg["prompts_per_step"] * cfg["group_size"]) for r in rows]
     return sum(per_step) / len(per_step)
 
 

@@ -131,3 +131,103 @@ def test_branched_rl_step_end_to_end(tiny_model_dir, tmp_path, monkeypatch):
             assert len(ids) <= 12
             if o >= 0:  # a branch shares its origin's first t tokens and was resampled from t on
                 assert 1 <= t and ids[:t] == g.response_ids[o][:t]
+
+
+# ---- what a branch row counts ------------------------------------------------------------------------------
+def test_generated_tokens_count_continuations_only():
+    """64 responses of 100 tokens plus 8 branches (prefix 60, continuation 50): 6,800 tokens were generated;
+    the mean row length (101.1) times the 72 rows would say 7,280."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "studies"))
+    from summarize_mechanisms import generated_tokens
+
+    groups = []
+    for k in range(8):
+        g = Group(
+            k, f"p{k}", [7], [[1] * 100 for _ in range(8)], ["stop"] * 8, ["correct"] + ["incorrect"] * 7
+        )
+        g.response_ids.append([1] * 110)
+        g.finish.append("stop")
+        g.grades.append("correct")
+        g.origin, g.prefix_len, g.context_len = [-1] * 8 + [0], [0] * 8 + [60], [0] * 8 + [60]
+        groups.append(g)
+    rates = solve_rate_metrics(groups)
+    assert rates["rollout/generated_tokens"] == 6800
+    row = {"accuracy": 16 / 72, "response_len": (64 * 100 + 8 * 110) / 72, "branch/responses": 8,
+           "rollout/correct_per_ktoken": rates["rollout/correct_per_ktoken"]}  # fmt: skip
+    # a run that predates the metric: recovered from accuracy and correct per 1k generated tokens
+    assert generated_tokens(row, responses=64) == pytest.approx(6800)
+    assert generated_tokens(row | {"rollout/generated_tokens": 6800.0}, responses=64) == 6800
+    assert row["response_len"] * 72 == pytest.approx(7280)  # what the summary used to report
+
+
+def _trajectory_batch():
+    """One group: rollouts 0 (6 tokens) and 1 (4 tokens), a branch of rollout 0 at t = 3 (prefix 3, 3 new
+    tokens) carried as context; old entropies: rollout 0 has a high-entropy stretch at positions 0-2."""
+    from ares_cli.training.rl.batch import collate
+
+    g = Group(0, "p0", [7, 8], [[1, 2, 3, 4, 5, 6], [5, 6, 7, 8], [1, 2, 3, 9, 9, 9]], ["stop"] * 3,
+              ["incorrect", "incorrect", "correct"])  # fmt: skip
+    g.origin, g.prefix_len, g.context_len = [-1, -1, 0], [0, 0, 3], [0, 0, 3]
+    b = collate([g], pad_id=0)
+    b.tok["old_entropy"] = torch.tensor(
+        [[2.0, 2.0, 2.0, 0.1, 0.1, 0.1], [0.1] * 4 + [0, 0], [0.1] * 3 + [0] * 3]
+    )
+    b.seq["correct"] = torch.tensor([0.0, 0.0, 1.0])
+    b.seq["base_reward"] = b.seq["correct"].clone()
+    return b
+
+
+def test_branch_rows_statistics_cover_the_whole_trajectory():
+    """N_HE (eq. 13), the threshold's per-trajectory quantile and the length are the branch trajectory's,
+    prefix included; the HWE / KL-relaxation masks stay on its trained (continuation) positions."""
+    from ares_cli.training.rl.registry import build_algorithm
+    from ares_cli.training.rl.trajectory import own_positions, trajectory_view
+
+    b = _trajectory_batch()
+    assert b.seq["context_len"].tolist() == [0, 0, 3] and b.seq["origin_row"].tolist() == [-1, -1, 0]
+    full, fmask = trajectory_view(
+        b.tok["old_entropy"], b.response_mask, b.seq["context_len"], b.seq["origin_row"]
+    )
+    assert full[2].tolist() == pytest.approx([2.0, 2.0, 2.0, 0.1, 0.1, 0.1]) and fmask.sum(1).tolist() == [
+        6,
+        4,
+        6,
+    ]
+    assert (
+        own_positions(full, b.response_mask, b.seq["context_len"]).tolist() == b.tok["old_entropy"].tolist()
+    )
+
+    cfg = _cfg("algo=aepo", "aepo.window=2", "aepo.quantile=0.5")
+    algo = build_algorithm(cfg, lambda t: t)
+    metrics = algo.prepare(b)
+    # window means (w = 2, complete windows): rollout 0 / branch: 2, 2, 1.05, 0.1, 0.1; rollout 1: 0.1 x 3.
+    # per-trajectory medians: 1.05, 0.1, 1.05 -> tau = 2.2 / 3; windows >= tau: positions 0, 1, 2
+    assert metrics["aepo/threshold"] == pytest.approx(2.2 / 3, abs=1e-6)
+    assert b.seq["n_he"].tolist() == [3.0, 0.0, 3.0]  # the branch holds its origin's windows
+    assert b.seq["trajectory_len"].tolist() == [6, 4, 6]
+    assert b.tok["hwe"][2].tolist() == [0.0] * 6  # none of the windows starts in the continuation
+    # the window starting at 2 (covering 2-3) reaches the branch's first trained token (trajectory position 3)
+    assert b.tok["kl_relaxed"][2].tolist() == [1.0] + [0.0] * 5
+    assert b.tok["kl_relaxed"][0].tolist() == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0]
+
+
+def test_paec_soft_mask_threshold_is_the_trajectory_quantile():
+    from ares_cli.training.rl.registry import build_algorithm
+
+    b = _trajectory_batch()
+    # nucleus statistics: one-token nucleus everywhere except rollout 0's (and so the branch's) prefix
+    wide = b.tok["old_entropy"] > 1
+    b.tok["old_nucleus_entropy"] = torch.where(wide, b.tok["old_entropy"], 0.0)
+    b.tok["old_nucleus_size"] = torch.where(wide, 8, 1) * b.response_mask.long()
+    b.tok["old_top2_gap"] = torch.where(wide, 0.0, 50.0) * b.response_mask
+    algo = build_algorithm(_cfg("algo=paec", "paec.quantile=0.5"), lambda t: t)
+    algo.prepare(b)
+    m = b.tok["paec_mask"]
+    # the branch's continuation scores 0 (one-token nucleus); its trajectory median is 0 too only if the prefix
+    # is ignored: with the prefix (3 high, 3 zero scores) the median is above 0, so the mask sits below 0.5
+    assert float(m[2, 0]) < 0.5 - 1e-3
+    assert float(m[1, 0]) == pytest.approx(0.5)  # rollout 1: all scores 0 = its median
+    assert m[2, 3:].abs().sum() == 0 and m[2, :3].tolist() == pytest.approx([float(m[0, 3])] * 3)

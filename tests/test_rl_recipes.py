@@ -63,7 +63,9 @@ def test_recipe_resolves(path):
 
 
 def test_every_toy_recipe_is_covered():
-    assert set(ABLATIONS) | {"toy-aepo", "toy-paec", "toy-aer", "toy-grpo", "toy-dapo", "toy-gspo"} == set(TOY)
+    assert set(ABLATIONS) | {"toy-aepo", "toy-paec", "toy-aer", "toy-grpo", "toy-dapo", "toy-gspo"} == set(
+        TOY
+    )
     for name in [*ABLATIONS, "toy-aepo", "toy-paec", "toy-aer", "toy-gspo"]:
         assert f"--config pipelines/rl/{name}.yaml" in (RL / f"{name}.yaml").read_text()
 

@@ -44,29 +44,39 @@ class AEPO(Algorithm):
         out = {"aepo_kl": self.kl_ctrl, "aepo_target": self.tracker}
         return out | ({"aepo_threshold": self.tau_ema} if self.tau_ema is not None else {})
 
-    def _trigger(self, batch):
+    def _trigger(self, batch, ids):
         from ares_cli.algorithms.aepo import trigger_mask, trigger_token_ids
 
         if not self.cfg.aepo.use_trigger_vocab:
             return None
         if self._trigger_ids is None:
             self._trigger_ids = trigger_token_ids(batch.meta["tokenizer"], self.cfg.aepo.trigger_words)
-        return trigger_mask(batch.response_ids, self._trigger_ids)
+        return trigger_mask(ids, self._trigger_ids)
 
     def prepare(self, batch):
+        from dataclasses import replace
+
         from ares_cli.algorithms.aepo import detect_hwe
         from ares_cli.algorithms.buckets import bucket_ids
+        from ares_cli.training.rl import trajectory
 
         a, mask = self.cfg.aepo, batch.response_mask
-        det = detect_hwe(batch.tok["old_entropy"], mask, a, ema=self.tau_ema, trigger=self._trigger(batch),
-                         all_reduce=self.reduce, all_gather=self.gather)  # fmt: skip
+        # per-trajectory statistics (threshold quantiles, windows, N_HE, length) over whole trajectories: a
+        # branch row's shared prefix counts; the token masks are then taken on the row's trained positions
+        ent, traj_mask = trajectory.view(batch, batch.tok["old_entropy"])
+        ids, _ = trajectory.view(batch, batch.response_ids)
+        full = detect_hwe(ent, traj_mask, a, ema=self.tau_ema, trigger=self._trigger(batch, ids),
+                          all_reduce=self.reduce, all_gather=self.gather)  # fmt: skip
+        det = replace(full, window_entropy=trajectory.own(batch, full.window_entropy),
+                      hwe=trajectory.own(batch, full.hwe), covered=trajectory.own(batch, full.covered))  # fmt: skip
         n_correct, size = group_correct(batch)
         batch.seq["bucket"] = bucket_ids(n_correct, size, a.easy_pass_frac, a.hard_pass_frac)
         batch.seq["n_he"] = det.n_he
+        batch.seq["trajectory_len"] = traj_mask.sum(1)
         batch.tok["hwe"] = det.hwe.float()
         # the KL-relaxed tokens (eq. 1's W^valid): every token of a flagged window, or only its start
         batch.tok["kl_relaxed"] = (det.covered if a.kl_scope == "window" else det.hwe).float()
-        self._det = det
+        self._det, self._trajectory = det, (full.hwe, traj_mask)
         n_tok = float(mask.sum().clamp(min=1))
         return {"aepo/threshold": float(det.threshold), "aepo/threshold_batch": float(det.batch_threshold),
                 "aepo/relaxed_frac": float(batch.tok["kl_relaxed"].sum()) / n_tok}  # fmt: skip
@@ -80,7 +90,7 @@ class AEPO(Algorithm):
             self._shaping = None
             return base, None, {"aepo/shaping_abs_mean": 0.0}
         out = aepo_rewards(base, batch.seq["correct"].bool(), det.n_he, buckets, self.tracker, a,
-                           groups=batch.group, lengths=batch.response_mask.sum(1))  # fmt: skip
+                           groups=batch.group, lengths=batch.seq["trajectory_len"])  # fmt: skip
         bonus = None
         if a.token_bonus:
             bonus = token_bonus(det.window_entropy, det.hwe, batch.response_mask, buckets, out.lam,
@@ -112,7 +122,8 @@ class AEPO(Algorithm):
             kl_ctrl = tuple(self.reduce(t.clone()) for t in local)
         s = self._shaping  # None without reward shaping: no target / lambda metrics
         moments, target, lam = (s.moments, s.target, s.lam) if s is not None else (None, None, None)
-        return aepo_step_metrics(threshold=self._det.threshold, hwe=batch.tok["hwe"], mask=batch.response_mask,
+        hwe, mask = self._trajectory  # N_HE and lengths per trajectory, as the reward saw them
+        return aepo_step_metrics(threshold=self._det.threshold, hwe=hwe, mask=mask,
                                  buckets=batch.seq["bucket"], moments=moments, target=target, lam=lam,
                                  kappa=self.kl_ctrl.kappa if dynamic else None, kl_ctrl=kl_ctrl,
                                  batch_threshold_value=self._det.batch_threshold)  # fmt: skip
@@ -143,10 +154,18 @@ class PAEC(Algorithm):
     def prepare(self, batch):
         from ares_cli.algorithms.paec import masked_entropy_sums, position_mask, scores_from_stats
 
+        from ares_cli.training.rl import trajectory
+
         p, mask = self.cfg.paec, batch.response_mask
-        scores = scores_from_stats(batch.tok["old_nucleus_entropy"], batch.tok["old_nucleus_size"],
-                                   batch.tok["old_top2_gap"], p.beta, p.score_eps)  # fmt: skip
-        m = position_mask(scores.score, mask, p)
+        stats = [
+            trajectory.view(batch, batch.tok[f"old_{k}"])[0]
+            for k in ("nucleus_entropy", "nucleus_size", "top2_gap")
+        ]
+        _, traj_mask = trajectory.view(batch, mask)
+        scores = scores_from_stats(*stats, p.beta, p.score_eps)
+        # the soft mask's threshold is the quantile of the whole trajectory's scores (eq. 10; a branch row's
+        # prefix counts); the mask itself and H_bar use the row's trained positions only
+        m = trajectory.own(batch, position_mask(scores.score, traj_mask, p))
         batch.tok["paec_mask"] = m
         num, den = masked_entropy_sums(batch.tok["old_nucleus_entropy"], m, mask)
         step = self.reduce(torch.stack([num, den]).to(torch.float64))
@@ -155,7 +174,9 @@ class PAEC(Algorithm):
         return {
             "paec/h0": h0,
             "paec/h_bar_step": self._step_value,
-            "paec/score_mean": float((scores.score * mask).sum() / mask.sum().clamp(min=1)),
+            "paec/score_mean": float(
+                (trajectory.own(batch, scores.score) * mask).sum() / mask.sum().clamp(min=1)
+            ),
         }
 
     def minibatch_start(self, mb):

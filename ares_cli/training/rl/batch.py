@@ -71,15 +71,21 @@ def collate(groups, pad_id: int, processor=None) -> RolloutBatch:
     """Pad a list of :class:`~.rollout.Group` into one batch (its responses' rows per group, in order).
 
     A branch row whose ``context_len`` is k (entropy-triggered branching) carries its first k response
-    tokens in the prompt part: context for the forward pass, no loss on them. Groups with images get their
-    pixel values through ``processor``."""
-    prompts, responses, group_idx = [], [], []
+    tokens in the prompt part: context for the forward pass, no loss on them. ``seq["context_len"]`` holds k
+    and ``seq["origin_row"]`` the row (in this batch; -1 for none) of the response it branched from, so
+    per-trajectory statistics can see the whole trajectory (:mod:`.trajectory`). Groups with images get
+    their pixel values through ``processor``."""
+    prompts, responses, group_idx, context_len, origin_row = [], [], [], [], []
     for g_i, g in enumerate(groups):
         context = g.context_len or [0] * len(g.response_ids)
-        for ids, k in zip(g.response_ids, context, strict=True):
+        origin = g.origin or [-1] * len(g.response_ids)
+        first = len(prompts)
+        for ids, k, o in zip(g.response_ids, context, origin, strict=True):
             prompts.append(list(g.prompt_ids) + list(ids[:k]))
             responses.append(list(ids[k:]))
             group_idx.append(g_i)
+            context_len.append(k)
+            origin_row.append(first + o if k > 0 and o >= 0 else -1)
     n = len(prompts)
     p_len = max((len(p) for p in prompts), default=1)
     r_len = max((len(r) for r in responses), default=0) or 1
@@ -99,8 +105,10 @@ def collate(groups, pad_id: int, processor=None) -> RolloutBatch:
 
         per_group = [encode_images(processor, g.images) if g.images else None for g in groups]
         vision = [per_group[g_i] for g_i in group_idx]
+    seq = {"context_len": torch.tensor(context_len, dtype=torch.long),
+           "origin_row": torch.tensor(origin_row, dtype=torch.long)}  # fmt: skip
     return RolloutBatch(prompt_ids, prompt_mask, response_ids, response_mask,
-                        torch.tensor(group_idx, dtype=torch.long), vision=vision)  # fmt: skip
+                        torch.tensor(group_idx, dtype=torch.long), seq=seq, vision=vision)  # fmt: skip
 
 
 def forward_stats(
