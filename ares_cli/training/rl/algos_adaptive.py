@@ -153,7 +153,6 @@ class PAEC(Algorithm):
 
     def prepare(self, batch):
         from ares_cli.algorithms.paec import masked_entropy_sums, position_mask, scores_from_stats
-
         from ares_cli.training.rl import trajectory
 
         p, mask = self.cfg.paec, batch.response_mask
