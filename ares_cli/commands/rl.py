@@ -44,7 +44,7 @@ def command(
     algo: Annotated[
         str | None,
         typer.Option(
-            help="grpo dapo drgrpo cispo clip_cov kl_cov entropy topent aepo paec aer.",
+            help="grpo dapo drgrpo cispo clip_cov kl_cov gspo gspo_token entropy topent aepo paec aer.",
             rich_help_panel=PANEL_RL,
         ),
     ] = None,
