@@ -200,7 +200,7 @@ BATCHING = [  # every batching mode: row counts, token budgets (sorted by length
 ]
 
 
-@pytest.mark.parametrize("algo", ["grpo", "paec"])
+@pytest.mark.parametrize("algo", ["grpo", "paec", "gspo"])
 def test_gradient_independent_of_micro_batch(algo, tiny_model_dir):
     from ares_cli.models import load_model
     from ares_cli.training.rl.batch import collate, micro_plan, rollout_pass
