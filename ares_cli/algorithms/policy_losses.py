@@ -33,10 +33,14 @@ Modifiers that apply to every loss (``config``):
 
 - ``top_entropy_frac`` (e.g. 0.2: Wang et al. 2025 "80/20"): only the valid tokens whose entropy is among
   the top fraction of this call keep the policy-gradient term; the others' term is zeroed (denominators
-  unchanged). Needs ``extras.entropy``.
+  unchanged; ``top_entropy_rule`` counts them as ceil(frac n) or by TRL's quantile threshold). Needs
+  ``extras.entropy``.
 - ``token_weights`` (``extras``): multiply the policy-gradient term per token (AEPO, PAEC masks).
 - ``entropy_coef``: global entropy bonus, per-token loss -= entropy_coef * H_t (needs ``extras.entropy``
-  computed with gradient, e.g. ``token_stats(..., entropy_grad=True)``).
+  computed with gradient, e.g. ``token_stats(..., entropy_grad=True)``), aggregated like the loss or, with
+  ``entropy_aggregation="token_mean"``, always as the token mean (TRL).
+
+The shared pieces (config, extras, registry, modifiers, masking by select) are in :mod:`.policy_loss_core`.
 """
 
 from __future__ import annotations
