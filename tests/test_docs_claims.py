@@ -77,3 +77,17 @@ def test_methods_readings_are_named_as_readings():
     assert "from both sides" not in METHODS
     aer = METHODS[METHODS.index("How AER differs from PAEC") :].split("\n\n")[0]
     assert "never pulls entropy down" in aer
+
+
+def test_branching_token_split_adds_up():
+    branching = _section(RESULTS, "### Entropy-triggered branching")
+    delta = float(
+        _row(branching, "generated tokens per step")[3].split(" ± ")[0].replace("+", "").replace(",", "")
+    )
+    extra, own, originals = (
+        float(x)
+        for x in re.search(
+            r"the\s+extra (\d+) generated tokens are the branches' own (\d+) plus (\d+)", branching
+        ).groups()
+    )
+    assert extra == delta and own + originals == pytest.approx(extra, abs=1)
