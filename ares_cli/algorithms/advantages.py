@@ -43,8 +43,8 @@ from ares_cli.algorithms.registry import Registry
 from ares_cli.errors import UsageError
 
 __all__ = [
-    "ADVANTAGES", "STD_KINDS", "group_index", "group_moments", "grpo", "drgrpo", "batch_norm",
-    "compute_advantages"
+    "ADVANTAGES", "STD_KINDS", "group_index", "group_moments", "grpo", "drgrpo", "group_mean_batch_std",
+    "group_mean_centred_std", "reinforce_pp_baseline", "compute_advantages"
 ]  # fmt: skip
 
 ADVANTAGES: Registry = Registry("advantage estimator")

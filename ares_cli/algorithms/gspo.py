@@ -39,6 +39,8 @@ from ares_cli.algorithms.policy_loss_core import (
 )
 from ares_cli.errors import UsageError
 
+__all__ = ["sequence_log_ratio", "sequence_advantages", "gspo_loss", "gspo_token_loss"]
+
 
 def sequence_log_ratio(
     logprob: Tensor, old_logprob: Tensor, mask: Tensor, config: PolicyLossConfig

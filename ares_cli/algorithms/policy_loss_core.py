@@ -20,6 +20,11 @@ from ares_cli.algorithms.registry import Registry
 from ares_cli.config import option
 from ares_cli.errors import UsageError
 
+__all__ = [
+    "POLICY_LOSSES", "TOP_ENTROPY_RULES", "ENTROPY_AGGREGATIONS", "PolicyLossConfig", "LossExtras", "select",
+    "token_ratio", "token_advantages", "top_entropy_mask", "finish"
+]  # fmt: skip
+
 POLICY_LOSSES: Registry = Registry("policy loss")
 TOP_ENTROPY_RULES = ("ceil", "quantile")
 ENTROPY_AGGREGATIONS = ("loss", "token_mean")
