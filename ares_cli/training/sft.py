@@ -1,7 +1,8 @@
-"""Cold-start supervised fine-tuning (ARES appendix A): config, model setup and the training loop.
+"""Cold-start supervised fine-tuning (ARES appendix A): config, loss and the training loop.
 
-Read :func:`train_sft` top to bottom: load → plan steps → resume → for each optimiser step (set lr, run
-this rank's micro-batches, reduce, clip, step, log, checkpoint) → save the final model.
+Read :func:`train_sft` top to bottom: set up (:mod:`.sft_run`: load, plan steps, resume, optimizer) → for
+each optimiser step (this rank's micro-batches, the global token counts, set lr, forward + backward of
+every micro-batch, reduce, clip, step, log, checkpoint) → save the final model.
 
 Loss: summed token cross-entropy over response tokens divided by the response-token count of the whole
 optimiser step (all ranks, all micro-batches), so any micro-batch / rank split gives the same gradient.
@@ -18,7 +19,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ares_cli.config import option
-from ares_cli.errors import UsageError
 from ares_cli.models.pixels import MAX_PIXELS, MIN_PIXELS
 
 CODE_VERSION = "sft-1"
@@ -96,23 +96,6 @@ def lr_at(step: int, total: int, config: SFTConfig) -> float:
     return config.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def accumulation_steps(config: SFTConfig, world_size: int) -> int:
-    per_pass = config.micro_batch_size * world_size
-    if config.batch_size % per_pass:
-        raise UsageError(
-            f"batch_size {config.batch_size} is not a multiple of micro_batch_size "
-            f"{config.micro_batch_size} x {world_size} rank(s)"
-        )
-    return config.batch_size // per_pass
-
-
-def param_groups(model, weight_decay: float) -> list[dict]:
-    """AdamW groups: decay on matrices, none on biases and norms; frozen parameters left out."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
-
-
 def micro_loss(model, batch: dict[str, Any], stats_path: str = "fused"):
     """Summed cross-entropy over labelled positions (labels are pre-shifted; only their positions are
     projected). ``fused``: -sum log p from the final hidden states through the model's own lm_head in
@@ -166,197 +149,165 @@ def train_sft(
     ``report_to`` trackers (:mod:`ares_cli.training.tracking`); ``progress`` (a :class:`ares_cli.console.Progress`)
     is advanced per step.
     """
-    import random
-
-    import numpy as np
-    import torch
-
-    from ares_cli.models import freeze_vision_tower, load_model, load_processor, load_tokenizer
-    from ares_cli.models.vision import forward_inputs
-    from ares_cli.training import checkpoint, distributed
-    from ares_cli.training.sft_data import collate, epoch_batches, load_examples, micro_batches
+    from ares_cli.training import distributed
+    from ares_cli.training.sft_run import save_checkpoint, set_up
     from ares_cli.training.tracking import MetricLog
 
-    dist = distributed.init_from_env()
-    out_dir, ckpt_root = Path(out_dir), Path(out_dir) / "checkpoints"
-    log = log if dist.is_main else (lambda _msg: None)
-    random.seed(config.seed)
-    np.random.seed(config.seed)
-    torch.manual_seed(config.seed)
-
-    # -- model, data, plan
-    tokenizer = load_tokenizer(model_path)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    processor = load_processor(model_path, min_pixels=config.min_pixels, max_pixels=config.max_pixels)
-    model = load_model(model_path)
-    frozen = freeze_vision_tower(model, train_merger=config.train_merger) if config.freeze_vision_tower else 0
-    if config.gradient_checkpointing:
-        enable = (
-            getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
-        )
-        enable()
-    bf16 = config.dtype == "bf16" or (config.dtype == "auto" and dist.device.startswith("cuda"))
-    examples, counts = load_examples(Path(data_path), tokenizer, config.max_seq_len, processor=processor)
-    lengths = [len(ex.input_ids) for ex in examples]
-    n_micro = accumulation_steps(config, dist.world_size)
-    steps_per_epoch = math.ceil(len(examples) / config.batch_size)
-    total_steps = config.max_steps or config.epochs * steps_per_epoch
-    log(
-        f"sft: {len(examples)} examples ({counts['truncated']} truncated, {counts['dropped_no_response']} "
-        f"dropped), {total_steps} steps of {config.batch_size} = {dist.world_size} rank(s) x {n_micro} micro "
-        f"x {config.micro_batch_size}; {frozen} frozen params; {'bf16' if bf16 else 'fp32'}"
-    )
-
-    # -- resume: weights go in before the optimizer (and ZeRO's fp32 partitions) are built from them
-    start_step, done = 0, {"tokens": 0, "response_tokens": 0, "train_s": 0.0, "loss": None}
-    resume_from = checkpoint.latest(ckpt_root, log)  # the newest checkpoint whose files verify
-    if resume_from is not None:
-        model_state, opt_state, meta = checkpoint.load(resume_from, dist.rank)
-        if meta["world_size"] != dist.world_size and config.deepspeed:
-            raise UsageError(f"{resume_from} was written by {meta['world_size']} ranks; rerun with as many")
-        model.load_state_dict(model_state)
-        start_step, done = meta["step"], meta["counters"]
-        log(f"sft: resuming from {resume_from.name}")
-    model.to(dist.device)
-    optimizer = torch.optim.AdamW(
-        param_groups(model, config.weight_decay),
-        lr=config.lr,
-        betas=(config.adam_beta1, config.adam_beta2),
-        eps=config.adam_eps,
-    )
-    engine = None
-    if config.deepspeed:
-        ds_config = distributed.deepspeed_config(
-            config.deepspeed,
-            micro_batch=config.micro_batch_size,
-            grad_accum=n_micro,
-            world_size=dist.world_size,
-            grad_clip=config.grad_clip,
-            bf16=bf16,
-        )
-        engine = distributed.deepspeed_engine(model, optimizer, ds_config)
-    if resume_from is not None:
-        checkpoint.load_optimizer(engine, optimizer, opt_state)
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    autocast = torch.autocast(
-        "cuda", dtype=torch.bfloat16, enabled=bf16 and engine is None and dist.device.startswith("cuda")
-    )
-    forward = engine if engine is not None else model
-    model.train()
-
-    # -- optimiser steps
-    rows = MetricLog(out_dir, resumed_step=start_step, is_main=dist.is_main, report_to=report_to,
+    run, loop = set_up(config, model_path=model_path, data_path=data_path, out_dir=out_dir, log=log,
+                       progress=progress)  # fmt: skip
+    rows = MetricLog(run.out_dir, resumed_step=loop.step, is_main=run.dist.is_main, report_to=report_to,
                      config=dataclasses.asdict(config))  # fmt: skip
-    progress = progress if dist.is_main else None
-    if progress is not None:
-        progress.update(start_step, total=total_steps)
-    t_start, batches_epoch, batches, loss = time.time(), None, [], float("nan")
-    for step in range(start_step, total_steps):
+    run.show_progress(loop.step, total=run.total_steps)
+    plan, start, t_start = StepPlan(run), loop.step, time.time()
+    for step in range(loop.step, run.total_steps):
         t0 = time.time()
-        epoch, index = divmod(step, steps_per_epoch)
-        if epoch != batches_epoch:
-            batches, batches_epoch = (
-                epoch_batches(lengths, config.batch_size, config.seed, epoch, config.batching),
-                epoch,
-            )
-        mine = micro_batches(batches[index], n_micro, dist.rank, dist.world_size)
-        local = [[examples[i] for i in part] for part in mine]
-        counts_t = torch.tensor(
-            [
-                sum(ex.n_response for part in local for ex in part),
-                sum(len(ex.input_ids) for part in local for ex in part),
-            ],
-            dtype=torch.float64,
-        )
-        n_response, n_tokens = distributed.all_reduce_sum(counts_t).tolist()
-        lr = lr_at(step, total_steps, config)
-        for group in (engine.optimizer if engine is not None else optimizer).param_groups:
-            group["lr"] = lr
-
-        loss_sum = torch.zeros((), dtype=torch.float64)
-        for part in local:
-            batch = collate(part, pad_id=pad_id, packed=config.batching == "packed", processor=processor)
-            vision = batch.pop("vision", None)
-            batch = {k: v.to(dist.device) for k, v in batch.items()}
-            if vision is not None:
-                batch |= forward_inputs(model, batch["input_ids"], batch["attention_mask"], vision)
-            with autocast:
-                summed = micro_loss(forward, batch, config.stats_path)
-            loss_sum += summed.detach().double().cpu()
-            if (
-                engine is not None
-            ):  # DeepSpeed averages over ranks: undo it, and do not divide by accumulation
-                engine.backward(summed * (dist.world_size / n_response), scale_wrt_gas=False)
-                engine.step()
-            else:
-                (summed / n_response).backward()
-        if engine is not None:
-            grad_norm = engine.get_global_grad_norm()
-        else:
-            distributed.all_reduce_grads_sum(trainable)
-            grad_norm = torch.nn.utils.clip_grad_norm_(trainable, config.grad_clip or float("inf"))
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
+        epoch, local = plan.micro_batches(step)  # this rank's share of the step's batch
+        n_response, n_tokens = global_counts(local)  # the loss is normalised by all ranks' response tokens
+        lr = set_lr(run, lr_at(step, run.total_steps, config))
+        loss_sum = accumulate_gradients(run, local, n_response)
+        grad_norm = optimizer_step(run)
         loss = distributed.all_reduce_sum(loss_sum).item() / n_response
+
         dt = time.time() - t0
-        done = {
+        done = loop.counters
+        loop.counters = {
             "tokens": done["tokens"] + int(n_tokens),
             "response_tokens": done["response_tokens"] + int(n_response),
             "train_s": done["train_s"] + dt,
             "loss": loss,
         }
-        eta = (time.time() - t_start) / (step + 1 - start_step) * (total_steps - step - 1)
+        eta = (time.time() - t_start) / (step + 1 - start) * (run.total_steps - step - 1)
         rows.write({"step": step + 1, "epoch": epoch, "loss": loss, "lr": lr, "grad_norm": float(grad_norm or 0),
                     "tokens": int(n_tokens), "response_tokens": int(n_response),
                     "tokens_per_s": n_tokens / max(dt, 1e-9), "time/step": round(dt, 4)})  # fmt: skip
-        if progress is not None:
-            progress.update(step + 1)
-        log(
-            f"step {step + 1}/{total_steps} | loss {loss:.4f} | lr {lr:.3e} | grad {float(grad_norm or 0):.3f} "
+        run.show_progress(step + 1)
+        run.log(
+            f"step {step + 1}/{run.total_steps} | loss {loss:.4f} | lr {lr:.3e} | grad {float(grad_norm or 0):.3f} "
             f"| tok/s {n_tokens / max(dt, 1e-9):,.0f} | eta {_fmt_eta(eta)}"
         )
 
-        last = step + 1 == total_steps
-        stopping = stop_after is not None and step + 1 >= stop_after
-        if not last and (stopping or (config.save_every and (step + 1) % config.save_every == 0)):
-            _save_checkpoint(ckpt_root, step + 1, model, engine, optimizer, dist, done)
+        loop.step = step + 1
+        last = loop.step == run.total_steps
+        stopping = stop_after is not None and loop.step >= stop_after
+        if not last and (stopping or (config.save_every and loop.step % config.save_every == 0)):
+            save_checkpoint(run, loop)
         if stopping and not last:
             rows.close()
-            return SFTResult(False, {"steps": step + 1})
+            return SFTResult(False, {"steps": loop.step})
     rows.close()
+    return finish(run, loop)
 
-    # -- final model
-    checkpoint.save_final(out_dir / "model", model, engine, processor or tokenizer, dist)
+
+# ---- the phases of one optimiser step ----------------------------------------------------------------
+class StepPlan:
+    """Which examples each optimiser step trains on: an epoch's batches (:func:`~.sft_data.epoch_batches`,
+    deterministic in seed and epoch, built when the epoch begins) cut into this rank's micro-batches."""
+
+    def __init__(self, run):
+        self.run = run
+        self.lengths = [len(ex.input_ids) for ex in run.examples]
+        self.epoch, self.batches = None, []
+
+    def micro_batches(self, step: int) -> tuple[int, list[list]]:
+        """(epoch, this rank's ``n_micro`` micro-batches of examples) of optimiser step ``step``."""
+        from ares_cli.training.sft_data import epoch_batches, micro_batches
+
+        run, config = self.run, self.run.config
+        epoch, index = divmod(step, run.steps_per_epoch)
+        if epoch != self.epoch:
+            self.batches = epoch_batches(self.lengths, config.batch_size, config.seed, epoch, config.batching)
+            self.epoch = epoch
+        mine = micro_batches(self.batches[index], run.n_micro, run.dist.rank, run.dist.world_size)
+        return epoch, [[run.examples[i] for i in part] for part in mine]
+
+
+def global_counts(local: list[list]) -> tuple[float, float]:
+    """(response tokens, tokens) of the step over all ranks."""
+    import torch
+
+    from ares_cli.training import distributed
+
+    counts = torch.tensor(
+        [
+            sum(ex.n_response for part in local for ex in part),
+            sum(len(ex.input_ids) for part in local for ex in part),
+        ],
+        dtype=torch.float64,
+    )
+    n_response, n_tokens = distributed.all_reduce_sum(counts).tolist()
+    return n_response, n_tokens
+
+
+def set_lr(run, lr: float) -> float:
+    """Set the learning rate of every parameter group (the schedule is a pure function of the step)."""
+    for group in (run.engine.optimizer if run.engine is not None else run.optimizer).param_groups:
+        group["lr"] = lr
+    return lr
+
+
+def accumulate_gradients(run, local: list[list], n_response: float):
+    """Forward + backward of this rank's micro-batches, each loss divided by the step's response-token
+    count; returns this rank's summed (undivided) loss."""
+    import torch
+
+    from ares_cli.models.vision import forward_inputs
+    from ares_cli.training.sft_data import collate
+
+    config, engine, device = run.config, run.engine, run.dist.device
+    loss_sum = torch.zeros((), dtype=torch.float64)
+    for part in local:
+        batch = collate(part, pad_id=run.pad_id, packed=config.batching == "packed", processor=run.processor)
+        vision = batch.pop("vision", None)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        if vision is not None:
+            batch |= forward_inputs(run.model, batch["input_ids"], batch["attention_mask"], vision)
+        with run.autocast:
+            summed = micro_loss(run.forward, batch, config.stats_path)
+        loss_sum += summed.detach().double().cpu()
+        if engine is not None:  # DeepSpeed averages over ranks: undo it, and do not divide by accumulation
+            engine.backward(summed * (run.dist.world_size / n_response), scale_wrt_gas=False)
+            engine.step()
+        else:
+            (summed / n_response).backward()
+    return loss_sum
+
+
+def optimizer_step(run):
+    """Sum gradients over ranks, clip, step (the torch path; DeepSpeed stepped inside the micro loop);
+    returns the gradient norm."""
+    import torch
+
+    from ares_cli.training import distributed
+
+    if run.engine is not None:
+        return run.engine.get_global_grad_norm()
+    distributed.all_reduce_grads_sum(run.trainable)
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.trainable, run.config.grad_clip or float("inf"))
+    run.optimizer.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    return grad_norm
+
+
+def finish(run, loop) -> SFTResult:
+    """Save the final model and the run's statistics."""
+    from ares_cli.training import checkpoint, distributed
+
+    config, done = run.config, loop.counters
+    checkpoint.save_final(
+        run.out_dir / "model", run.model, run.engine, run.processor or run.tokenizer, run.dist
+    )
     stats = {
-        "steps": total_steps,
+        "steps": run.total_steps,
         "epochs": config.epochs,
-        "examples": len(examples),
-        **counts,
+        "examples": len(run.examples),
+        **run.data_counts,
         "tokens": done["tokens"],
         "response_tokens": done["response_tokens"],
         "final_loss": done["loss"],
         "tokens_per_s": round(done["tokens"] / max(done["train_s"], 1e-9), 1),
         "train_s": round(done["train_s"], 3),
-        "world_size": dist.world_size,
-        "deepspeed_zero_stage": distributed.zero_stage(engine),
-        "frozen_params": frozen,
+        "world_size": run.dist.world_size,
+        "deepspeed_zero_stage": distributed.zero_stage(run.engine),
+        "frozen_params": run.frozen,
     }
     return SFTResult(True, stats)
-
-
-# ---- state in and out --------------------------------------------------------------------------------
-def _save_checkpoint(root: Path, step: int, model, engine, optimizer, dist, counters: dict) -> None:
-    from ares_cli.training import checkpoint, distributed
-
-    meta = {"step": step, "world_size": dist.world_size, "counters": counters}
-    state = checkpoint.model_state(model, engine, dist)
-    checkpoint.save(
-        root,
-        step,
-        model_state=state,
-        optimizer_state=checkpoint.optimizer_state(engine, optimizer),
-        meta=meta,
-        rank=dist.rank,
-        barrier=distributed.barrier,
-    )
