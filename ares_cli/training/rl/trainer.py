@@ -1,12 +1,12 @@
 """The RL loop. Read :func:`train_rl` top to bottom:
 
 set up (:mod:`.run`): load the policy (+ frozen reference), resume from the latest checkpoint, build the
-optimizer and the rollout backend -> for each step (the phases are :mod:`.phases`' functions):
+optimizer and the rollout backend -> for each step, :mod:`.phases`' functions in order:
   1. rollout: draw prompts, generate G responses each, grade, reward, dynamic sampling  (rollout.py, rewards.py)
   2. batch: pad this rank's groups; no-grad passes of the old policy (the log-probs and statistics the
-     algorithm needs) and of the reference                                          (batch.py)
-  3. reward -> advantage: the algorithm's hooks prepare -> rewards -> advantages -> KL weights  (algos.py)
-  4. update: PPO epochs x mini-batches x micro-batches, global-count normalisation  (update.py)
+     algorithm needs) and of the reference                                             (batch.py)
+  3. reward -> advantage: the algorithm's hooks prepare -> rewards -> advantages -> KL weights    (algos.py)
+  4. update: PPO epochs x mini-batches x micro-batches, global-count normalisation     (update.py)
   5. controllers, weight sync (engines.py), one log line + a metrics row (step_metrics.py), validation,
      checkpoint (state.py)
 -> save the final model with ``save_pretrained``.
