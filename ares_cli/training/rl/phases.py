@@ -5,8 +5,8 @@ fixed parts (:class:`~.run.RLRun`) and returns what the next phase needs:
    rewards.py); every rank gets every group;
 2. :func:`rank_batch`: this rank's groups padded into one batch; :func:`old_policy_pass` and
    :func:`reference_pass`, the no-grad forwards (batch.py);
-3. :func:`reward` and :func:`advantage`: the algorithm's hooks prepare -> rewards -> advantages -> KL
-   weights (algos.py);
+3. :func:`reward` and :func:`advantage`: the algorithm's hooks prepare -> rewards, the step's
+   advantages, the algorithm's KL weights (algos.py, rewards.py);
 4. :func:`update`: PPO epochs x mini-batches x micro-batches (update.py);
 5. :func:`validate` and :func:`checkpoint` when due (state.py).
 """

@@ -5,7 +5,7 @@ optimizer and the rollout backend -> for each step, :mod:`.phases`' functions in
   1. rollout: draw prompts, generate G responses each, grade, reward, dynamic sampling  (rollout.py, rewards.py)
   2. batch: pad this rank's groups; no-grad passes of the old policy (the log-probs and statistics the
      algorithm needs) and of the reference                                             (batch.py)
-  3. reward -> advantage: the algorithm's hooks prepare -> rewards -> advantages -> KL weights    (algos.py)
+  3. reward -> advantage: hooks prepare -> rewards, the step's advantages, KL weights  (algos.py, rewards.py)
   4. update: PPO epochs x mini-batches x micro-batches, global-count normalisation     (update.py)
   5. controllers, weight sync (engines.py), one log line + a metrics row (step_metrics.py), validation,
      checkpoint (state.py)
