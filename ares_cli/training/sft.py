@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from ares_cli.config import option
 from ares_cli.models.pixels import MAX_PIXELS, MIN_PIXELS
+from ares_cli.training.sft_run import accumulation_steps, param_groups  # noqa: F401 (their old home)
 
 CODE_VERSION = "sft-1"
 
