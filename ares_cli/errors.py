@@ -7,6 +7,7 @@ Exit codes (the README lists the same):
 - 2   usage: bad options or configuration
 - 3   missing or invalid input
 - 4   integrity: a stored file does not match its recorded hash, or a manifest is corrupt
+- 5   will not fit: ``ares plan`` found every input valid but the run's memory estimate exceeds the GPUs
 - 75  busy: another run holds this stage's lock (or took it over); this run published nothing, retry later
 - 130 interrupted
 """
@@ -21,6 +22,7 @@ EXIT_STAGE_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INPUT = 3
 EXIT_INTEGRITY = 4
+EXIT_WONT_FIT = 5  # ares plan: the inputs are valid, the estimate does not fit the planned GPUs
 EXIT_LOCKED = 75  # EX_TEMPFAIL in sysexits.h: "try again later"
 EXIT_INTERRUPTED = 130
 

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from ares_cli.commands import artifacts, data, report, stages, toy
+from ares_cli.commands import artifacts, data, plan, report, stages, toy
 from ares_cli.console import GlobalOptions
 from ares_cli.errors import EXIT_INTERRUPTED, AresError, storage_error
 
@@ -66,6 +66,7 @@ def root(
 stages.register(app)
 app.add_typer(artifacts.app, name="artifacts", rich_help_panel="Inspection")
 app.add_typer(data.app, name="data", rich_help_panel="Inspection")
+app.add_typer(plan.app, name="plan", rich_help_panel="Inspection")
 app.add_typer(report.app, name="report", rich_help_panel="Inspection")
 app.add_typer(toy.app, name="toy", rich_help_panel="Toy world")
 

@@ -62,29 +62,18 @@ def command(
     force: Force = False,
 ) -> None:
     """Sample K responses per problem and score them (results.json, results.md, a table on stderr)."""
-    from ares_cli import config as cfgmod
-    from ares_cli.stages.evaluate import EvalConfig, run_eval
+    from ares_cli.stages.evaluate import run_eval
     from ares_cli.store.artifacts import ArtifactStore
 
     opts = options(ctx)
-    flags = sampling_flags(
-        benches=bench or None,
-        k=k,
-        backend=backend,
-        temperature=temperature,
-        top_p=top_p,
-        max_new_tokens=max_new_tokens,
-        seed=seed,
-        system_prompt=system_prompt,
-        prompt_template=prompt_template,
-        limit=limit,
-        grader=grader,
-    )
+    flags = eval_flags(bench=bench, k=k, backend=backend, temperature=temperature, top_p=top_p,
+                       max_new_tokens=max_new_tokens, seed=seed, system_prompt=system_prompt,
+                       prompt_template=prompt_template, limit=limit, grader=grader)  # fmt: skip
     if suite is not None:
         _run_suite(opts, suite, model=model, bench=bench, data=data, replay=from_samples or regrade,
                    config=config, sets=set_, flags=flags, force=force)  # fmt: skip
         return
-    cfg = cfgmod.resolve(EvalConfig, yaml_path=config, sets=set_, flags=flags, section="eval")
+    cfg = resolve_config(config=config, set_=set_, flags=flags)
     with opts.progress("eval", unit="problems") as progress:
         run, results = run_eval(
             ArtifactStore(opts.artifacts_root),
@@ -106,6 +95,33 @@ def command(
         flat |= next(iter(results.values()))["overall"]
     flat["benches"] = {name: r["overall"] for name, r in results.items()}
     emit(opts, flat)
+
+
+def eval_flags(*, bench, **values) -> dict:
+    """Config keys of the eval options that are set (``--bench`` becomes ``benches``)."""
+    return sampling_flags(benches=bench or None, **values)
+
+
+def resolve_config(*, config, set_, flags: dict, base: dict | None = None):
+    """The EvalConfig of these options: defaults < a suite's settings < --config < --set < flags."""
+    from ares_cli import config as cfgmod
+    from ares_cli.stages.evaluate import EvalConfig
+
+    return cfgmod.resolve(EvalConfig, yaml_path=config, sets=set_, flags=flags, section="eval", base=base)
+
+
+def suite_spec(name, *, model, bench, data, replay, flags):
+    """The suite named ``name``, after the option rules of ``--suite`` (shared with ``ares plan eval``)."""
+    from ares_cli.errors import UsageError
+    from ares_cli.stages.suite import load_suite
+
+    if bench or data or replay:
+        raise UsageError("--suite names its own benchmarks: drop --bench/--data/--from-samples/--regrade")
+    if model is None:
+        raise UsageError("--suite needs --model")
+    if flags.get("k") is not None:
+        raise UsageError("--suite sets K per benchmark: drop -k")
+    return load_suite(name)
 
 
 def _print_tables(opts, results) -> None:
@@ -130,20 +146,11 @@ def _print_tables(opts, results) -> None:
 
 def _run_suite(opts, name, *, model, bench, data, replay, config, sets, flags, force) -> None:
     """``ares eval --suite NAME``: one eval artifact per benchmark, then the suite artifact and its table."""
-    from ares_cli import config as cfgmod
-    from ares_cli.errors import UsageError
-    from ares_cli.stages.evaluate import EvalConfig
-    from ares_cli.stages.suite import load_suite, run_suite
+    from ares_cli.stages.suite import run_suite
     from ares_cli.store.artifacts import ArtifactStore
 
-    if bench or data or replay:
-        raise UsageError("--suite names its own benchmarks: drop --bench/--data/--from-samples/--regrade")
-    if model is None:
-        raise UsageError("--suite needs --model")
-    if flags.get("k") is not None:
-        raise UsageError("--suite sets K per benchmark: drop -k")
-    spec = load_suite(name)
-    cfg = cfgmod.resolve(EvalConfig, yaml_path=config, sets=sets, flags=flags, section="eval", base=spec.eval)
+    spec = suite_spec(name, model=model, bench=bench, data=data, replay=replay, flags=flags)
+    cfg = resolve_config(config=config, set_=sets, flags=flags, base=spec.eval)
     run, table, evals, reused = run_suite(
         ArtifactStore(opts.artifacts_root), spec, model=model, cfg=cfg, force=force, log=lambda m: opts.log(m)
     )

@@ -54,27 +54,15 @@ def passrate_command(
     """K samples per problem, graded: pass rates, difficulty buckets and lengths per problem."""
     if ctx.invoked_subcommand is not None:
         return
-    from ares_cli import config as cfgmod
-    from ares_cli.stages.passrate import PassrateConfig, run_passrate
+    from ares_cli.stages.passrate import run_passrate
     from ares_cli.store.artifacts import ArtifactStore
 
     opts = options(ctx)
     if data is None:
         raise UsageError("--data is required")
-    flags = sampling_flags(
-        k=k,
-        shard=shard,
-        backend=backend,
-        temperature=temperature,
-        top_p=top_p,
-        max_new_tokens=max_new_tokens,
-        seed=seed,
-        system_prompt=system_prompt,
-        prompt_template=prompt_template,
-        limit=limit,
-        grader=grader,
-    )
-    cfg = cfgmod.resolve(PassrateConfig, yaml_path=config, sets=set_, flags=flags, section="passrate")
+    cfg = resolve_config(k=k, shard=shard, backend=backend, temperature=temperature, top_p=top_p,
+                         max_new_tokens=max_new_tokens, seed=seed, system_prompt=system_prompt,
+                         prompt_template=prompt_template, limit=limit, grader=grader, config=config, set_=set_)  # fmt: skip
     with opts.progress("passrate", unit="problems") as progress:
         run, stats = run_passrate(
             ArtifactStore(opts.artifacts_root),
@@ -86,6 +74,15 @@ def passrate_command(
             progress=progress,
         )
     _report(opts, run, stats)
+
+
+def resolve_config(*, config=None, set_=None, **flags):
+    """The PassrateConfig of these options: defaults < --config < --set < flags (shared with ``ares plan``)."""
+    from ares_cli import config as cfgmod
+    from ares_cli.stages.passrate import PassrateConfig
+
+    return cfgmod.resolve(PassrateConfig, yaml_path=config, sets=set_, flags=sampling_flags(**flags),
+                          section="passrate")  # fmt: skip
 
 
 @app.command("merge")

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ares_cli.commands.training_stage import deepspeed_config_ref, run_training_stage
+from ares_cli.commands.training_stage import run_training_stage
 from ares_cli.console import options
 from ares_cli.errors import UsageError
 
@@ -90,36 +90,22 @@ def command(
     ] = "jsonl",
 ) -> None:
     """RL: AEPO / PAEC / GRPO / DAPO / ...; checkpoints, metrics.jsonl and the final model."""
-    from ares_cli.data.loader import load_problems
-    from ares_cli.stages.inputs import dataset_ref, resolve_model
+    import torch
+
     from ares_cli.store.artifacts import ArtifactStore
-    from ares_cli.training import tracking
+    from ares_cli.training import distributed, tracking
     from ares_cli.training.rl import config as rlconfig
     from ares_cli.training.rl import trainer
 
     opts = options(ctx)
     trackers = tracking.parse_report_to(report_to)
-    if force and resume:
-        raise UsageError("--force and --resume contradict each other")
-    flags = {"algo": algo, "steps": steps, "optim.deepspeed": str(deepspeed) if deepspeed else None}
-    cfg = rlconfig.resolve_rl_config(yaml_path=config, sets=sets, flags=flags)
+    prepared = prepare(opts, model=model, data=data, algo=algo, val_data=val_data, steps=steps,
+                       deepspeed=deepspeed, config=config, sets=sets, force=force, resume=resume,
+                       report_to=report_to, world_size=distributed.launched_ranks(),
+                       on_gpu=torch.cuda.is_available())  # fmt: skip
+    cfg, train, val, model_path = prepared.cfg, prepared.train, prepared.val, prepared.model_path
+    budget, inputs = prepared.budget, prepared.inputs
     store = ArtifactStore(opts.artifacts_root)
-    deepspeed_ref = deepspeed_config_ref(store, cfg.optim.deepspeed) if cfg.optim.deepspeed else None
-    model_path, model_ref = resolve_model(store, model)
-    from ares_cli.stages.budget import model_context
-
-    budget = rlconfig.resolve_rollout_budget(cfg, model_path, model_context(model_path))
-    train = load_problems(data, limit=cfg.data_limit)
-    val = load_problems(val_data, limit=cfg.val.limit) if val_data else None
-    inputs = [model_ref, dataset_ref(train.records, train.provenance)]
-    if val is not None:
-        inputs.append(dataset_ref(val.records, val.provenance, role="val_data"))
-    if deepspeed_ref is not None:
-        inputs.append(deepspeed_ref)
-    from ares_cli.models import check_image_support
-
-    for loaded in (train, val) if val is not None else (train,):
-        check_image_support(loaded.records, loaded.locations, model_path)
 
     with opts.progress("rl", unit="steps") as progress:
         run_training_stage(
@@ -152,3 +138,27 @@ def _recording(outcome, budget):
     """``outcome`` with the generation budget and its source in its manifest stats."""
     outcome.stats["generation_budget"] = budget.record()
     return outcome
+
+
+def prepare(opts, *, model, data, algo=None, val_data=None, steps=None, deepspeed=None, config=None, sets=None,
+            force=False, resume=False, report_to="jsonl", world_size=1, on_gpu=False, checks=None,
+            hash_inputs=True, on_config=None):  # fmt: skip
+    """Every check ``ares rl`` makes before it opens its artifact, for ``world_size`` ranks (the stage runs
+    it strictly; ``ares plan rl`` with a collecting checklist and no input hashing)."""
+    from ares_cli.stages.checklist import Checklist
+    from ares_cli.stages.prepare_rl import prepare_rl
+    from ares_cli.store.artifacts import ArtifactStore
+    from ares_cli.training import tracking
+
+    checks = checks or Checklist()
+    checks.run("options", lambda: _check_options(force, resume, report_to, tracking))
+    flags = {"algo": algo, "steps": steps, "optim.deepspeed": str(deepspeed) if deepspeed else None}
+    return prepare_rl(ArtifactStore(opts.artifacts_root), model=model, data=data, val_data=val_data,
+                      yaml_path=config, sets=sets, flags=flags, world_size=world_size, on_gpu=on_gpu,
+                      checks=checks, hash_inputs=hash_inputs, on_config=on_config)  # fmt: skip
+
+
+def _check_options(force: bool, resume: bool, report_to: str, tracking) -> None:
+    if force and resume:
+        raise UsageError("--force and --resume contradict each other")
+    tracking.parse_report_to(report_to)

@@ -12,22 +12,10 @@ from typing import Annotated
 
 import typer
 
-from ares_cli.commands.training_stage import deepspeed_config_ref, run_training_stage
+from ares_cli.commands.training_stage import run_training_stage
 from ares_cli.console import options
-from ares_cli.errors import InputError
 
 PANEL_IO, PANEL_TRAIN = "Inputs", "Training"
-
-
-def resolve_data(store, ref: str):
-    """(JSONL path, InputRef) for a JSONL file or a curate artifact id (its ``sft.jsonl``)."""
-    ref_obj = store.input_ref("data", ref)
-    if ref_obj.artifact_id is None:
-        return Path(ref_obj.path), ref_obj
-    path = Path(ref_obj.path) / "sft.jsonl"
-    if not path.is_file():
-        raise InputError(f"artifact {ref_obj.artifact_id} has no sft.jsonl")
-    return path, ref_obj
 
 
 def command(
@@ -105,46 +93,20 @@ def command(
     ] = "jsonl",
 ) -> None:
     """Cold-start supervised fine-tuning: loss on assistant tokens only; resumes a killed run automatically."""
-    from ares_cli.config import resolve, to_dict
-    from ares_cli.stages.inputs import resolve_model
+    import torch
+
+    from ares_cli.config import to_dict
     from ares_cli.store.artifacts import ArtifactStore
-    from ares_cli.training import sft, tracking
+    from ares_cli.training import distributed, sft, tracking
 
     opts = options(ctx)
     trackers = tracking.parse_report_to(report_to)
-    cfg = resolve(
-        sft.SFTConfig,
-        yaml_path=config,
-        sets=sets or [],
-        section="sft",
-        flags={
-            "epochs": epochs,
-            "lr": lr,
-            "batch_size": batch_size,
-            "max_steps": max_steps,
-            "deepspeed": str(deepspeed) if deepspeed else None,
-        },
-    )
+    prepared = prepare(opts, model=model, data=data, config=config, sets=sets, epochs=epochs, lr=lr,
+                       batch_size=batch_size, max_steps=max_steps, deepspeed=deepspeed, report_to=report_to,
+                       world_size=distributed.launched_ranks(), on_gpu=torch.cuda.is_available())  # fmt: skip
+    cfg, model_dir, data_path, inputs = prepared.cfg, prepared.model_path, prepared.data_path, prepared.inputs
+    seq_len, seq_len_source = cfg.max_seq_len, prepared.seq_len_source
     store = ArtifactStore(opts.artifacts_root)
-    deepspeed_refs = [deepspeed_config_ref(store, cfg.deepspeed)] if cfg.deepspeed else []
-    model_dir, model_ref = resolve_model(store, model)
-    from dataclasses import replace
-
-    from ares_cli.stages.budget import model_context, resolve_seq_len
-
-    seq_len, seq_len_source = resolve_seq_len(cfg.max_seq_len, model_context(model_dir))
-    cfg = replace(cfg, max_seq_len=seq_len)
-    data_path, data_ref = resolve_data(store, data)
-    inputs = [model_ref, data_ref, *deepspeed_refs]
-    from ares_cli.data.images import images_input_ref
-    from ares_cli.data.jsonl import parse_jsonl
-    from ares_cli.models import check_image_support
-
-    image_ref = images_input_ref(data_path)
-    if image_ref is not None:
-        rows = parse_jsonl(data_path)[0]
-        check_image_support([r for _, r in rows], [(str(data_path), n) for n, _ in rows], model_dir)
-        inputs.append(image_ref)
 
     with opts.progress("sft", unit="steps") as progress:
         run_training_stage(
@@ -175,3 +137,22 @@ def _recording(outcome, extra: dict):
     """``outcome`` with ``extra`` added to its manifest stats (how a default was resolved)."""
     outcome.stats.update(extra)
     return outcome
+
+
+def prepare(opts, *, model, data, config=None, sets=None, epochs=None, lr=None, batch_size=None, max_steps=None,
+            deepspeed=None, force=False, report_to="jsonl", world_size=1, on_gpu=False, checks=None,
+            hash_inputs=True):  # fmt: skip
+    """Every check ``ares sft`` makes before it opens its artifact, for ``world_size`` ranks (the stage runs
+    it strictly; ``ares plan sft`` with a collecting checklist and no input hashing)."""
+    from ares_cli.stages.checklist import Checklist
+    from ares_cli.stages.prepare_sft import prepare_sft
+    from ares_cli.store.artifacts import ArtifactStore
+    from ares_cli.training import tracking
+
+    checks = checks or Checklist()
+    checks.run("options", lambda: tracking.parse_report_to(report_to))
+    flags = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "max_steps": max_steps,
+             "deepspeed": str(deepspeed) if deepspeed else None}  # fmt: skip
+    return prepare_sft(ArtifactStore(opts.artifacts_root), model=model, data=data, yaml_path=config, sets=sets,
+                       flags=flags, world_size=world_size, on_gpu=on_gpu, checks=checks,
+                       hash_inputs=hash_inputs)  # fmt: skip

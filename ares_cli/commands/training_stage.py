@@ -12,14 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ares_cli.console import GlobalOptions, emit
-from ares_cli.errors import InputError, StageFailure, UsageError
-
-
-def deepspeed_config_ref(store, path: str) -> dict[str, Any]:
-    """The InputRef of a DeepSpeed JSON config, checked first: a missing file is an InputError (exit 3)."""
-    if not Path(path).is_file():
-        raise InputError("DeepSpeed config file does not exist", file=path)
-    return store.input_ref("deepspeed", path)
+from ares_cli.errors import StageFailure, UsageError
 
 
 def run_training_stage(

@@ -15,11 +15,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ares_cli.config import option, to_dict
+from ares_cli.config import option
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
-from ares_cli.stages.budget import with_budget
-from ares_cli.stages.sampling import MAX_K, SAMPLE_KEY, SamplingConfig, checked_problems
+from ares_cli.stages.sampling import MAX_K, SAMPLE_KEY, SamplingConfig
 from ares_cli.store.artifacts import ArtifactStore, InputRef
 from ares_cli.store.hashing import strict_json
 
@@ -154,67 +153,26 @@ def run_eval(
     progress: Callable[[int, int, float], None] | None = None,
 ):
     """Run (or resume) an eval stage; returns (StageRun, results dict). ``progress(done, total, seconds)``
-    is called after each chunk of problems (default: a log line)."""
-    from ares_cli.data.loader import load_problems
-    from ares_cli.models import check_image_support
-    from ares_cli.stages.inputs import dataset_ref, resolve_model
+    is called after each chunk of problems (default: a log line). Every check runs first
+    (:func:`~ares_cli.stages.prepare_eval.prepare_eval`), before the artifact opens."""
+    from ares_cli.stages.judging import load_verdicts, save_verdicts
+    from ares_cli.stages.prepare_eval import prepare_eval
 
-    inputs: list[InputRef] = []
-    benches = _bench_plan(store, cfg, data=data, from_samples=from_samples, regrade=regrade)
-    if from_samples or regrade:
-        cfg = replace(cfg, backend="replay")
-        inputs += [store.input_ref("completions", plan["replay"]) for plan in benches]
-    model_path = None
-    if model is not None:
-        model_path, ref = resolve_model(store, model)
-        inputs.append(ref)
-    elif cfg.backend != "replay":
-        raise UsageError("--model is required (or --from-samples / --regrade)")
-    loaded = {}
-    for plan in benches:
-        loaded[plan["name"]] = load_problems(plan["source"], limit=cfg.limit)
-        inputs.append(
-            dataset_ref(
-                loaded[plan["name"]].records, loaded[plan["name"]].provenance, role=f"bench:{plan['name']}"
-            )
-        )
-    for plan in benches:
-        manifest = loaded[plan["name"]].manifest
-        plan["grader"] = cfg.grader or plan.get("grader") or (manifest and manifest.grader) or "math_verify"
-        plan.setdefault("aggregate", manifest.aggregate if manifest else None)
-        check_golds(loaded[plan["name"]].records, plan["grader"], plan["source"])
-        if cfg.backend != "replay":
-            check_image_support(loaded[plan["name"]].records, loaded[plan["name"]].locations, model_path)
-    from ares_cli.grading.judged import grader_label
-    from ares_cli.stages.judging import load_verdicts, prepare_judge, save_verdicts
-
-    judge, judge_inputs = prepare_judge(store, [p["grader"] for p in benches], cfg.judge)
-    inputs += judge_inputs
-    cfg, budget = with_budget(cfg, None if cfg.backend == "replay" else model_path, EVAL_BUDGET)
-    difficulty: dict[str, Any] = {}
-    if difficulty_ref is not None:
-        difficulty, ref = difficulty_from_passrate(store, difficulty_ref)
-        inputs.append(ref)
-    config = to_dict(cfg) | {
-        "benches": [f"{p['name']}:{p['k']}" for p in benches],
-        "graders": {p["name"]: p["grader"] for p in benches},
-        "grader_labels": {p["name"]: grader_label(p["grader"]) for p in benches},  # a new grader re-keys
-        "aggregates": {p["name"]: p["aggregate"] for p in benches if p["aggregate"]},
-    }
+    prepared = prepare_eval(store, model=model, cfg=cfg, data=data, from_samples=from_samples, regrade=regrade,
+                            difficulty_ref=difficulty_ref)  # fmt: skip
+    cfg, benches, model_path, judge = prepared.cfg, prepared.benches, prepared.model_path, prepared.judge
+    budget, difficulty = prepared.budget, prepared.difficulty
     run = store.open_stage(
-        "eval", code_version=CODE_VERSION, config=config, inputs=inputs, seeds={"seed": cfg.seed}, force=force
-    )
+        "eval", code_version=CODE_VERSION, config=prepared.key_config(), inputs=prepared.inputs,
+        seeds={"seed": cfg.seed}, force=force,
+    )  # fmt: skip
     if run.up_to_date:
         return run, json.loads((run.final_dir / "results.json").read_text())
-    results, tables, timing, kept, skipped = {}, [], {}, {}, {}
+    results, tables, timing, kept, skipped = {}, [], {}, prepared.kept, prepared.skipped
     load_verdicts(judge, run.work_dir)
-    context_model = None if cfg.backend == "replay" else model_path
-    for plan in benches:  # every benchmark's prompts are checked against the context before any work
-        name = plan["name"]
-        ordered = sorted(loaded[name].records, key=lambda p: p["id"])
-        kept[name], skipped[name] = checked_problems(run, ordered, cfg, context_model, budget)
-        if skipped[name]:
-            log(f"eval: {name}: skipping problems longer than the context: {skipped[name]}")
+    for plan in benches:
+        if skipped[plan["name"]]:
+            log(f"eval: {plan['name']}: skipping problems longer than the context: {skipped[plan['name']]}")
     for plan in benches:
         name, k = plan["name"], plan["k"]
         problems = kept[name]
@@ -246,7 +204,7 @@ def run_eval(
     return run, results
 
 
-def _bench_plan(store, cfg: EvalConfig, *, data, from_samples, regrade) -> list[dict[str, Any]]:
+def bench_plan(store, cfg: EvalConfig, *, data, from_samples, regrade) -> list[dict[str, Any]]:
     if regrade is not None:
         directory = store.verified(regrade)
         manifest = store.manifest(directory)

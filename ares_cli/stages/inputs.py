@@ -21,19 +21,24 @@ MODEL_FILES = (
 )
 
 
-def resolve_model(store: ArtifactStore, ref: str | Path, *, role: str = "model") -> tuple[str, InputRef]:
+def resolve_model(
+    store: ArtifactStore, ref: str | Path, *, role: str = "model", hash_files: bool = True
+) -> tuple[str, InputRef | None]:
     """A model given as an artifact id/dir (its ``model/``), a local directory, or an HF hub id.
 
     Artifacts are verified against their manifest (exit 4 naming a bad file), then keyed by their id and
     output hashes; local directories by the sha256 of their files (an unchanged file is not re-read, see
     :class:`ares_cli.store.integrity.VerificationRecord`; a directory inside an artifact, such as its ``model/``,
     verifies that artifact first); hub ids by the id string (a hub model that changes upstream is not
-    detected).
+    detected). ``hash_files=False`` (``ares plan``) runs every check but returns no InputRef for a local
+    directory, reading only its headers, never its weights.
     """
     path = Path(ref)
     if path.is_dir() and (path / "config.json").is_file() and not (path / MANIFEST).is_file():
         verify_enclosing(path)
         check_model_dir(path)  # no tokenizer, unreadable or truncated safetensors: exit 3 naming the file
+        if not hash_files:
+            return str(path), None
         files = {
             p.relative_to(path).as_posix(): store.record.sha256(p)
             for p in sorted(path.rglob("*"))
@@ -56,6 +61,13 @@ def resolve_model(store: ArtifactStore, ref: str | Path, *, role: str = "model")
         raise InputError(f"model '{text}' is neither an artifact, a model directory, nor an HF id")
     require_fetchable(text, "model")  # not cached and no hub: fail now, not after the libraries' retries
     return text, InputRef(role=role, path=text, sha256=sha256_text(text))
+
+
+def deepspeed_config_ref(store: ArtifactStore, path: str, *, hash_file: bool = True) -> InputRef | None:
+    """The InputRef of a DeepSpeed JSON config, checked first: a missing file is an InputError (exit 3)."""
+    if not Path(path).is_file():
+        raise InputError("DeepSpeed config file does not exist", file=path)
+    return store.input_ref("deepspeed", path) if hash_file else None
 
 
 def dataset_ref(records: list[dict[str, Any]], provenance: dict[str, Any], *, role: str = "data") -> InputRef:

@@ -17,7 +17,7 @@ from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
 from ares_cli.stages.budget import with_budget
 from ares_cli.stages.judging import JudgeConfig
-from ares_cli.stages.sampling import PASSRATE_BUDGET, SAMPLE_KEY, SamplingConfig, checked_problems
+from ares_cli.stages.sampling import PASSRATE_BUDGET, SAMPLE_KEY, SamplingConfig
 from ares_cli.store.artifacts import ArtifactStore, InputRef
 
 CODE_VERSION = "1"
@@ -116,6 +116,78 @@ def summary_stats(records: list[dict[str, Any]], samples: list[dict[str, Any]]) 
     return {"problems": len(records), "samples": len(samples), "grades": grades, "sources": per_source}
 
 
+@dataclass
+class PreparedPassrate:
+    """What :func:`prepare_passrate` found; fields are None where their step failed (plan only)."""
+
+    cfg: Any = None  # with its generation budget resolved
+    loaded: Any = None  # LoadedDataset
+    problems: list[dict[str, Any]] | None = None  # sorted, this shard's, fitting the context
+    skipped: list[str] | None = None  # ids whose prompt does not fit (skip_long_prompts)
+    model_path: str | None = None
+    budget: Any = None  # stages.budget.Budget
+    judge: Any = None
+    inputs: list[InputRef] | None = None
+
+
+def prepare_passrate(
+    store: ArtifactStore, *, model: str | None, data: str, cfg: PassrateConfig, checks=None,
+    hash_inputs: bool = True,
+) -> PreparedPassrate:  # fmt: skip
+    """Every check the stage makes before it opens its artifact: the data (field map, records), the shard,
+    the replay file or the model, images against the model, the judge, the generation budget and every
+    prompt against the model's context. ``checks`` (a :class:`~ares_cli.stages.checklist.Checklist`) is
+    strict unless ``ares plan`` collects."""
+    from ares_cli.data.loader import load_problems
+    from ares_cli.models import check_image_support
+    from ares_cli.stages.checklist import Checklist
+    from ares_cli.stages.inputs import dataset_ref, resolve_model
+    from ares_cli.stages.judging import prepare_judge
+    from ares_cli.stages.sampling import fit_context
+
+    checks = checks or Checklist()
+    out = PreparedPassrate(cfg=cfg, inputs=[])
+    out.loaded = checks.run("data", lambda: load_problems(data, limit=cfg.limit), lambda d: f"{len(d)} problems")
+    shard = checks.run("shard", lambda: parse_shard(cfg.shard))
+    if out.loaded is not None and hash_inputs:
+        out.inputs.append(dataset_ref(out.loaded.records, out.loaded.provenance))
+    if cfg.backend == "replay":
+        if not cfg.replay_file:
+            checks.fail("replay", UsageError("--backend replay needs replay_file (--set replay_file=PATH)"))
+        else:
+            ref = checks.run("replay", lambda: store.input_ref("completions", cfg.replay_file))
+            out.inputs += [ref] if ref is not None else []
+    elif model is None:
+        checks.fail("model", UsageError("--model is required"))
+    if model is not None:
+        resolved = checks.run("model", lambda: resolve_model(store, model, hash_files=hash_inputs),
+                              lambda r: str(r[0]))  # fmt: skip
+        if resolved is not None:
+            out.model_path = resolved[0]
+            out.inputs += [resolved[1]] if resolved[1] is not None else []
+    if out.loaded is not None and cfg.backend != "replay" and out.model_path is not None:
+        checks.run("images vs model",
+                   lambda: check_image_support(out.loaded.records, out.loaded.locations, out.model_path))  # fmt: skip
+    judged = checks.run("judge", lambda: prepare_judge(store, [cfg.grader], cfg.judge))
+    if judged is not None:
+        out.judge, judge_inputs = judged
+        out.inputs += judge_inputs
+    if cfg.backend != "replay" and out.model_path is None:
+        return out
+    out.cfg, out.budget = with_budget(cfg, out.model_path, PASSRATE_BUDGET)
+    if out.loaded is None:
+        return out
+    problems = sorted(out.loaded.records, key=lambda p: p["id"])
+    if shard is not None:
+        problems = problems[shard[0] :: shard[1]]
+    context_model = None if cfg.backend == "replay" else out.model_path
+    fitted = checks.run("prompts fit", lambda: fit_context(problems, out.cfg, context_model, out.budget),
+                        lambda f: f"{len(f[0])} fit, {len(f[1])} skipped")  # fmt: skip
+    if fitted is not None:
+        out.problems, out.skipped = fitted
+    return out
+
+
 def run_passrate(
     store: ArtifactStore,
     *,
@@ -129,49 +201,22 @@ def run_passrate(
     """Run (or resume, or find up to date) a passrate stage; returns (StageRun, stats).
 
     ``progress(done, total, seconds)`` is called after each chunk of problems (default: a log line)."""
-    from ares_cli.data.loader import load_problems
-    from ares_cli.models import check_image_support
-    from ares_cli.stages.inputs import dataset_ref, resolve_model
-
-    loaded = load_problems(data, limit=cfg.limit)
-    problems = sorted(loaded.records, key=lambda p: p["id"])
-    shard = parse_shard(cfg.shard)
-    if shard is not None:
-        problems = problems[shard[0] :: shard[1]]
-    inputs: list[InputRef] = [dataset_ref(loaded.records, loaded.provenance)]
-    model_path = None
-    if cfg.backend == "replay":
-        if not cfg.replay_file:
-            raise UsageError("--backend replay needs replay_file (--set replay_file=PATH)")
-        inputs.append(store.input_ref("completions", cfg.replay_file))
-        if model is not None:
-            model_path, ref = resolve_model(store, model)
-            inputs.append(ref)
-    else:
-        if model is None:
-            raise UsageError("--model is required")
-        model_path, ref = resolve_model(store, model)
-        inputs.append(ref)
-    if cfg.backend != "replay":
-        check_image_support(loaded.records, loaded.locations, model_path)
     from ares_cli.grading.judged import grader_label
-    from ares_cli.stages.judging import load_verdicts, prepare_judge, save_verdicts
+    from ares_cli.stages.judging import load_verdicts, save_verdicts
 
-    judge, judge_inputs = prepare_judge(store, [cfg.grader], cfg.judge)
-    inputs += judge_inputs
-    cfg, budget = with_budget(cfg, model_path, PASSRATE_BUDGET)
+    prepared = prepare_passrate(store, model=model, data=data, cfg=cfg)
+    cfg, budget, judge, model_path = prepared.cfg, prepared.budget, prepared.judge, prepared.model_path
+    problems, skipped = prepared.problems, prepared.skipped
     run = store.open_stage(
         "passrate",
         code_version=CODE_VERSION,
         config=to_dict(cfg) | {GRADER_LABEL: grader_label(cfg.grader)},  # a new grader re-keys
-        inputs=inputs,
+        inputs=prepared.inputs,
         seeds={"seed": cfg.seed},
         force=force,
     )
     if run.up_to_date:
         return run, store.manifest(run.final_dir)["stats"]
-    context_model = None if cfg.backend == "replay" else model_path
-    problems, skipped = checked_problems(run, problems, cfg, context_model, budget)
     if skipped:
         log(f"passrate: skipping {len(skipped)} problem(s) whose prompt does not fit the context: {skipped}")
     write_jsonl(run.work_dir / "problems.jsonl", problems)

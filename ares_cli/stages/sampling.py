@@ -174,21 +174,6 @@ def fit_context(
     return [p for p in problems if p["id"] not in skipped], sorted(skipped)
 
 
-def checked_problems(
-    run, problems: list[dict[str, Any]], cfg: SamplingConfig, model_path: str | None, budget=None
-):
-    """:func:`fit_context` right after a stage opens: a failed check of a fresh run removes its (still empty)
-    partial directory, so a refused input leaves nothing behind."""
-    from ares_cli.errors import AresError
-    from ares_cli.stages.partial import discard_if_empty
-
-    try:
-        return fit_context(problems, cfg, model_path, budget)
-    except AresError:
-        discard_if_empty(run)
-        raise
-
-
 def render(cfg: SamplingConfig, tokenizer: Any, problem: dict[str, Any]) -> str:
     """The prompt text of ``problem``; ``tokenizer`` may be a processor (one placeholder per image)."""
     from ares_cli.generation import render_prompt

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ares_cli.errors import UsageError
+from ares_cli.errors import InputError, UsageError
 
 
 @dataclass(frozen=True)
@@ -177,15 +177,7 @@ def deepspeed_config(
     config is a usage error, so the run never trains with a batch other than the one in its manifest.
     """
     path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"deepspeed config {path} does not exist")
-    text = path.read_text()
-    if path.suffix in (".yaml", ".yml"):
-        import yaml
-
-        config = yaml.safe_load(text) or {}
-    else:
-        config = json.loads(text)
+    config = read_deepspeed_file(path)
     wanted = {
         "train_micro_batch_size_per_gpu": micro_batch,
         "gradient_accumulation_steps": grad_accum,
@@ -201,6 +193,57 @@ def deepspeed_config(
     config.setdefault("steps_per_print", 10**9)
     config.setdefault("wall_clock_breakdown", False)
     return config
+
+
+def read_deepspeed_file(path: Path) -> dict[str, Any]:
+    """The mapping in a DeepSpeed JSON/YAML file; a file that does not parse is an InputError naming it."""
+    if not path.is_file():
+        raise UsageError(f"deepspeed config {path} does not exist")
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        config = (yaml.safe_load(text) or {}) if path.suffix in (".yaml", ".yml") else json.loads(text)
+    except (ValueError, yaml.YAMLError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise InputError(f"DeepSpeed config does not parse ({err})", file=path) from None
+    if not isinstance(config, dict):
+        raise InputError("DeepSpeed config must be a mapping of keys", file=path)
+    return config
+
+
+def check_deepspeed_config(config: dict[str, Any], path: str | Path) -> dict[str, Any]:
+    """Validate a filled config (:func:`deepspeed_config`) with DeepSpeed's own parser, before any work;
+    returns the ZeRO settings the memory estimate needs. A key DeepSpeed rejects is an InputError naming
+    the file. The batch keys are checked for one rank here (DeepSpeed reads the world size from the
+    process group); :func:`deepspeed_config` has already checked them against the planned ranks."""
+    os.environ.setdefault("DS_ACCELERATOR", "cpu" if not _cuda() else "cuda")
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    one_rank = dict(config)
+    one_rank["train_batch_size"] = (
+        config["train_micro_batch_size_per_gpu"] * config["gradient_accumulation_steps"]
+    )
+    try:
+        parsed = DeepSpeedConfig(one_rank)
+    except Exception as err:  # pydantic ValidationError, AssertionError, ValueError: DeepSpeed's own words
+        first = str(err).strip().splitlines()
+        raise InputError(f"DeepSpeed rejects the config: {' '.join(first[:3])}", file=path) from None
+    zero = parsed.zero_config
+
+    def device(offload) -> str:
+        return "none" if offload is None else str(getattr(offload.device, "value", offload.device))
+
+    return {
+        "stage": int(parsed.zero_optimization_stage),
+        "bf16": bool(parsed.bfloat16_config.enabled),
+        "reduce_bucket_size": int(zero.reduce_bucket_size),
+        "allgather_bucket_size": int(zero.allgather_bucket_size),
+        "overlap_comm": bool(zero.overlap_comm),
+        "prefetch_bucket_size": int(zero.prefetch_bucket_size),
+        "max_live_parameters": int(zero.max_live_parameters),
+        "offload_optimizer": device(zero.offload_optimizer),
+        "offload_param": device(zero.offload_param),
+    }
 
 
 def deepspeed_engine(model, optimizer, config: dict[str, Any]):

@@ -1,0 +1,81 @@
+"""``ares plan rl|sft|passrate|eval <the stage's own arguments>``: check a run and size it before it takes a GPU.
+
+Each subcommand takes exactly its stage's options (built from the stage command's own signature) plus
+``--gpus``, ``--nodes``, ``--gpu-memory`` and ``--throughput``, runs the stage's preparation with a
+collecting checklist and the planning checks (:mod:`ares_cli.planning`), prints one report (tables, or
+JSON with ``ares --json plan ...``) and exits 0 (ready), 2/3/4 (a check failed) or 5 (will not fit).
+It writes no artifact and reads no weights.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from typing import Annotated
+
+import typer
+
+from ares_cli.console import emit, options
+
+app = typer.Typer(no_args_is_help=True, help="Check a stage's run and size its memory before it takes a GPU.")
+PANEL = "Plan"
+PLAN_OPTIONS = [
+    inspect.Parameter("gpus", inspect.Parameter.KEYWORD_ONLY, default=1, annotation=Annotated[
+        int, typer.Option("--gpus", min=1, help="GPUs per node.", rich_help_panel=PANEL)]),
+    inspect.Parameter("nodes", inspect.Parameter.KEYWORD_ONLY, default=1, annotation=Annotated[
+        int, typer.Option("--nodes", min=1, help="Nodes.", rich_help_panel=PANEL)]),
+    inspect.Parameter("gpu_memory", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+        str | None, typer.Option("--gpu-memory", help="Memory per GPU, e.g. 80GiB (default: this machine's "
+                                 "GPU, else 80GiB).", rich_help_panel=PANEL)]),
+    inspect.Parameter("throughput", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
+        str | None, typer.Option("--throughput", help="Tokens/s per GPU, or an rl/sft artifact whose "
+                                 "metrics give the measured rate (time per step).", rich_help_panel=PANEL)]),
+]  # fmt: skip
+PLAN_NAMES = tuple(p.name for p in PLAN_OPTIONS)
+
+
+def planned(stage_command, planner: str, name: str):
+    """A command with ``stage_command``'s parameters plus the plan options, calling ``planner``."""
+    hints = typing.get_type_hints(stage_command, include_extras=True)
+    params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in inspect.signature(stage_command).parameters.values()]  # fmt: skip
+
+    def command(ctx: typer.Context, **kwargs) -> None:
+        import importlib
+
+        from ares_cli.planning.machine import make_target
+
+        opts = options(ctx)
+        target = make_target(opts, **{k: kwargs.pop(k) for k in PLAN_NAMES})
+        module_name, fn_name = planner.rsplit(".", 1)
+        report = getattr(importlib.import_module(module_name), fn_name)(opts, kwargs, target)
+        if opts.json:
+            emit(opts, report.to_json())
+        else:
+            from rich.console import Console
+
+            from ares_cli.planning.report import render
+
+            render(report, Console(highlight=False, soft_wrap=False, width=None))
+        raise typer.Exit(report.exit_code)
+
+    command.__signature__ = inspect.Signature([*params, *PLAN_OPTIONS])
+    command.__annotations__ = {p.name: p.annotation for p in (*params, *PLAN_OPTIONS)}
+    command.__doc__ = (f"Check `ares {name}` with these arguments and size its memory per GPU; "
+                       "exit 0 ready, 2/3/4 a check failed, 5 will not fit.")  # fmt: skip
+    return command
+
+
+def register() -> None:
+    from ares_cli.commands import eval as eval_command
+    from ares_cli.commands import passrate, rl, sft
+
+    for name, stage_command, planner in (
+        ("rl", rl.command, "ares_cli.planning.plan_rl.plan_rl"),
+        ("sft", sft.command, "ares_cli.planning.plan_sft.plan_sft"),
+        ("passrate", passrate.passrate_command, "ares_cli.planning.plan_sampling.plan_passrate"),
+        ("eval", eval_command.command, "ares_cli.planning.plan_sampling.plan_eval"),
+    ):
+        app.command(name)(planned(stage_command, planner, name))
+
+
+register()

@@ -1,0 +1,100 @@
+"""Per-GPU memory and tokens of one SFT optimiser step at the data's real lengths (pure).
+
+The worst micro-batch is planned for: ``micro_batch_size`` rows of the longest encoded example
+(``length_grouped`` batching keeps similar lengths together), or one row of that many concatenated
+(``packed``). Weights and optimizer states follow the ZeRO stage (:mod:`.zero`); without DeepSpeed, a
+bf16 run on GPU trains float32 weights under autocast, which keeps a bfloat16 copy of each weight for the
+backward. A frozen vision tower holds no gradient or optimizer state.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ares_cli.planning import memory
+from ares_cli.planning.memory import GIB, MicroBatch, Term
+from ares_cli.planning.shapes import ModelShape
+from ares_cli.planning.target import Estimate, Target, check_budget
+from ares_cli.planning.zero import model_state_terms
+
+SFT_CHUNK = 128  # fused_token_stats' default chunk, which micro_loss uses
+
+
+@dataclass(frozen=True)
+class SFTFacts:
+    """The encoded data's lengths (tokens per example, labelled tokens per example)."""
+
+    lengths: tuple[int, ...]
+    response_tokens: tuple[int, ...]
+    zero: dict | None = None
+
+    @property
+    def longest(self) -> int:
+        return max(self.lengths, default=1)
+
+    @property
+    def mean(self) -> float:
+        return sum(self.lengths) / max(1, len(self.lengths))
+
+
+def sft_micro_batch(cfg, facts: SFTFacts) -> MicroBatch:
+    rows, longest = cfg.micro_batch_size, min(cfg.max_seq_len, facts.longest)
+    response = min(longest, max(facts.response_tokens, default=1))
+    shortest_prompt = min(
+        (n - r for n, r in zip(facts.lengths, facts.response_tokens, strict=True)), default=0
+    )
+    if cfg.batching == "packed":
+        return MicroBatch(rows=1, seq=rows * longest, keep=rows * response, predicted=rows * response)
+    keep = max(1, min(longest, longest - shortest_prompt))
+    return MicroBatch(rows=rows, seq=longest, keep=keep, predicted=rows * response)
+
+
+def trainable_params(cfg, shape: ModelShape) -> int:
+    if not (cfg.freeze_vision_tower and shape.vision_params):
+        return shape.params
+    return shape.params - shape.vision_params + (shape.merger_params if cfg.train_merger else 0)
+
+
+def estimate_sft(cfg, shape: ModelShape, target: Target, facts: SFTFacts) -> Estimate:
+    """The SFT step's per-GPU estimate for ``cfg`` on ``target``."""
+    zero, world = facts.zero, target.world
+    bf16 = cfg.dtype == "bf16" or cfg.dtype == "auto"  # auto = bf16 on the GPU machine
+    autocast = zero is None and bf16
+    b = 2 if (zero is not None and zero.get("bf16")) or autocast else 4
+    trainable = trainable_params(cfg, shape)
+    terms = model_state_terms(shape, trainable=trainable, zero=zero, world=world, gpus_per_node=target.gpus_per_node,
+                              nodes=target.nodes, bf16=zero is not None and bool(zero.get("bf16")))  # fmt: skip
+    if autocast:
+        terms.append(Term("autocast weight copies", 2 * shape.params, "estimate",
+                          "bfloat16 casts of the float32 weights, kept for backward"))  # fmt: skip
+    mb = sft_micro_batch(cfg, facts)
+    update = memory.update_terms(shape, mb, b, path=cfg.stats_path, chunk=SFT_CHUNK, loss="ce",
+                                 checkpointing=cfg.gradient_checkpointing, autocast=autocast,
+                                 grad_bytes=4 if autocast else b)  # fmt: skip
+    shard = trainable if zero is None or zero["stage"] == 0 else trainable // world
+    if zero is not None and zero["offload_optimizer"] != "none":
+        shard = 0
+    step = memory.optimizer_step_transient(shard)
+    phase = (
+        update
+        if memory.total(update) >= step
+        else [Term("optimizer step", step, "estimate", "AdamW temporary")]
+    )
+    terms += phase
+    terms.append(memory.framework_allowance(memory.total(terms)))
+    est = Estimate(terms=terms, budget=target.gpu_memory, budget_how=f"{target.gpu_memory / GIB:.0f} GiB")
+    est.notes.append(f"micro-batch planned: {mb.rows} row(s) x {mb.seq} positions ({cfg.batching}; longest "
+                     f"example {facts.longest} tokens, max_seq_len {cfg.max_seq_len})")  # fmt: skip
+    if trainable < shape.params:
+        est.notes.append(
+            f"{shape.params - trainable:,} vision-tower parameters frozen (no gradient, no AdamW)"
+        )
+    check_budget(est, "the trainer")
+    est.tokens_per_step = int(cfg.batch_size * min(facts.mean, cfg.max_seq_len))
+    steps = math.ceil(len(facts.lengths) / cfg.batch_size)
+    est.tokens_how = (f"batch_size {cfg.batch_size} x mean example {facts.mean:.0f} tokens; {steps} step(s) per "
+                      f"epoch, {cfg.max_steps or cfg.epochs * steps} in the run")  # fmt: skip
+    if target.throughput:
+        est.seconds_per_step = est.tokens_per_step / (target.throughput * world)
+    return est

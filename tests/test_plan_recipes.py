@@ -1,0 +1,81 @@
+"""``ares plan rl`` on the PAEC recipe with a Qwen2.5-Math-1.5B-shaped model directory (config.json and
+safetensors headers at real shapes, no weights): a full estimate on 8 x 80 GiB, a refusal with reasons
+and suggestions on 1 x 24 GiB."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ares_cli.main import app
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+GIB = 2**30
+
+
+@pytest.fixture(scope="module")
+def qwen15(tmp_path_factory) -> Path:
+    from plan_models import header_only_model
+
+    return header_only_model(tmp_path_factory.mktemp("q15") / "model")
+
+
+def _plan(tmp_path, model, *extra) -> tuple[int, dict]:
+    args = ["--artifacts-root", str(tmp_path), "--json", "plan", "rl", "--model", str(model), "--data", "toy-train",
+            "--config", "pipelines/rl/paec-qwen2.5-math-1.5b.yaml", "--set", "data_limit=200", *extra]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_paec_on_8x80_prints_a_full_estimate_and_fits(qwen15, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)  # the recipe names pipelines/deepspeed/zero2.json relative to the repository
+    code, report = _plan(tmp_path, qwen15, "--gpus", "8", "--gpu-memory", "80GiB")
+    assert code == 0, report["verdict"]
+    est = report["estimate"]
+    names = {t["name"]: t for t in est["terms"]}
+    assert names["weights + gradients + AdamW (ZeRO-2)"]["basis"] == "deepspeed"
+    p = 1_543_714_304
+    assert names["weights + gradients + AdamW (ZeRO-2)"]["bytes"] == 2 * p + 18 * p // 8
+    assert names["reference model"]["bytes"] == 2 * p  # bf16, the policy's training dtype
+    assert {"activations", "head (fused)", "backward peak", "CUDA context + allocator slack"} <= set(names)
+    assert est["budget_bytes"] == 40 * GIB  # 80 GiB x (1 - vllm_gpu_memory_utilization 0.5)
+    assert [t["name"] for t in est["engine"]["terms"]] == ["vLLM weights", "vLLM allowance", "vLLM KV cache"]
+    assert est["tokens_per_step"] > 96 * 8 * 3072
+    assert est["seconds_per_step"] is None  # no --throughput given
+    assert report["facts"]["batch"]["prompts per rank"] == 12
+    assert all(t["basis"] in ("exact", "estimate", "deepspeed", "assumed") for t in est["terms"])
+
+
+def test_paec_without_checkpointing_does_not_fit_8x80_and_says_what_would(qwen15, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    code, report = _plan(tmp_path, qwen15, "--gpus", "8", "--gpu-memory", "80GiB",
+                         "--set", "optim.gradient_checkpointing=false")  # fmt: skip
+    assert code == 5
+    assert "activations" in report["estimate"]["reasons"][0]
+    changes = {s["change"]: s for s in report["suggestions"]}
+    assert changes["--set optim.gradient_checkpointing=true"]["fits"]
+    assert all(s["fits"] for s in report["suggestions"])
+
+
+def test_paec_on_one_24gib_gpu_will_not_fit_and_says_why(qwen15, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    code, report = _plan(tmp_path, qwen15, "--gpus", "1", "--gpu-memory", "24GiB")
+    assert code == 5
+    assert report["verdict"].startswith("will not fit")
+    reason = report["estimate"]["reasons"][0]
+    assert "12.0 GiB" in reason and "weights + gradients + AdamW (ZeRO-2)" in reason  # 20P bytes on one GPU
+    assert report["suggestions"]  # each with its new estimate
+    assert all({"change", "fits", "need_gib", "budget_gib"} <= set(s) for s in report["suggestions"])
+
+
+def test_time_per_step_from_a_throughput(qwen15, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    code, report = _plan(tmp_path, qwen15, "--gpus", "8", "--gpu-memory", "80GiB", "--throughput", "2000")
+    est = report["estimate"]
+    assert est["seconds_per_step"] == pytest.approx(est["tokens_per_step"] / (2000 * 8), rel=1e-3)
+    assert report["target"]["throughput_source"] == "--throughput"
