@@ -33,7 +33,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("models", "report"),
     ("generation", "toy", "training"),
     ("stages",),
-    ("training.rl",),
+    ("training.rl", "planning"),
     ("commands",),
     ("main",),
 )
@@ -45,6 +45,10 @@ COMPAT_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ares_cli.algorithms.aepo": (
         "ares_cli.algorithms.buckets",
         ("BUCKETS", "EASY", "HARD", "MEDIUM", "bucket_bounds", "bucket_ids", "difficulty_bucket"),
+    ),
+    "ares_cli.stages.evaluate": (
+        "ares_cli.stages.prepare_eval",
+        ("bench_name", "check_golds", "difficulty_from_passrate", "parse_bench"),
     ),
 }
 

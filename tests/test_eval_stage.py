@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import run_ares
 
-from ares_cli.stages.evaluate import EvalConfig, markdown_table, parse_bench, run_eval
+from ares_cli.stages.evaluate import EvalConfig, markdown_table, run_eval
+from ares_cli.stages.prepare_eval import parse_bench
 from ares_cli.store.artifacts import ArtifactStore
 
 PROBLEMS = [

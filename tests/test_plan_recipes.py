@@ -1,6 +1,7 @@
 """``ares plan rl`` on the PAEC recipe with a Qwen2.5-Math-1.5B-shaped model directory (config.json and
 safetensors headers at real shapes, no weights): a full estimate on 8 x 80 GiB, a refusal with reasons
-and suggestions on 1 x 24 GiB."""
+and suggestions on 1 x 24 GiB. The recipe's validation budget (8192) exceeds the model's 4096-token
+context, which ``ares rl`` refuses: the plan names it, and the sizing runs pass a budget that fits."""
 
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ def qwen15(tmp_path_factory) -> Path:
     return header_only_model(tmp_path_factory.mktemp("q15") / "model")
 
 
-def _plan(tmp_path, model, *extra) -> tuple[int, dict]:
+def _plan(tmp_path, model, *extra, fitted_val: bool = True) -> tuple[int, dict]:
     args = ["--artifacts-root", str(tmp_path), "--json", "plan", "rl", "--model", str(model), "--data", "toy-train",
             "--config", "pipelines/rl/paec-qwen2.5-math-1.5b.yaml", "--set", "data_limit=200", *extra]  # fmt: skip
+    if fitted_val:
+        args += ["--set", "val.max_new_tokens=3072"]
     result = CliRunner().invoke(app, args)
     return result.exit_code, json.loads(result.stdout)
 
@@ -42,6 +45,7 @@ def test_paec_on_8x80_prints_a_full_estimate_and_fits(qwen15, tmp_path, monkeypa
     p = 1_543_714_304
     assert names["weights + gradients + AdamW (ZeRO-2)"]["bytes"] == 2 * p + 18 * p // 8
     assert names["reference model"]["bytes"] == 2 * p  # bf16, the policy's training dtype
+    assert est["need_bytes"] <= est["budget_bytes"]
     assert {"activations", "head (fused)", "backward peak", "CUDA context + allocator slack"} <= set(names)
     assert est["budget_bytes"] == 40 * GIB  # 80 GiB x (1 - vllm_gpu_memory_utilization 0.5)
     assert [t["name"] for t in est["engine"]["terms"]] == ["vLLM weights", "vLLM allowance", "vLLM KV cache"]
@@ -79,3 +83,16 @@ def test_time_per_step_from_a_throughput(qwen15, tmp_path, monkeypatch):
     est = report["estimate"]
     assert est["seconds_per_step"] == pytest.approx(est["tokens_per_step"] / (2000 * 8), rel=1e-3)
     assert report["target"]["throughput_source"] == "--throughput"
+
+
+def test_the_recipes_validation_budget_past_the_context_is_refused_as_the_stage_would(
+    qwen15, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(REPO)
+    code, report = _plan(tmp_path, qwen15, "--gpus", "8", "--gpu-memory", "80GiB", fitted_val=False)
+    assert code == 2
+    budget = next(c for c in report["checks"] if c["name"] == "generation budget")
+    assert (
+        budget["status"] == "fail" and "val.max_new_tokens" in budget["detail"] and "4096" in budget["detail"]
+    )
+    assert report["estimate"] is None

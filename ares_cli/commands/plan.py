@@ -34,20 +34,18 @@ PLAN_OPTIONS = [
 PLAN_NAMES = tuple(p.name for p in PLAN_OPTIONS)
 
 
-def planned(stage_command, planner: str, name: str):
-    """A command with ``stage_command``'s parameters plus the plan options, calling ``planner``."""
+def planned(stage_command, planner, name: str):
+    """A command with ``stage_command``'s parameters plus the plan options; ``planner(opts, args, target)``
+    returns the report."""
     hints = typing.get_type_hints(stage_command, include_extras=True)
     params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in inspect.signature(stage_command).parameters.values()]  # fmt: skip
 
     def command(ctx: typer.Context, **kwargs) -> None:
-        import importlib
-
         from ares_cli.planning.machine import make_target
 
         opts = options(ctx)
         target = make_target(opts, **{k: kwargs.pop(k) for k in PLAN_NAMES})
-        module_name, fn_name = planner.rsplit(".", 1)
-        report = getattr(importlib.import_module(module_name), fn_name)(opts, kwargs, target)
+        report = planner(opts, kwargs, target)
         if opts.json:
             emit(opts, report.to_json())
         else:
@@ -65,16 +63,41 @@ def planned(stage_command, planner: str, name: str):
     return command
 
 
+def _rl(opts, args, target):
+    from ares_cli.commands import rl
+    from ares_cli.planning.plan_rl import plan_rl
+
+    return plan_rl(lambda **kw: rl.prepare(opts, **args, **kw), target)
+
+
+def _sft(opts, args, target):
+    from ares_cli.commands import sft
+    from ares_cli.planning.plan_sft import plan_sft
+
+    return plan_sft(lambda **kw: sft.prepare(opts, **args, **kw), target)
+
+
+def _passrate(opts, args, target):
+    from ares_cli.commands import passrate
+    from ares_cli.planning.plan_sampling import plan_passrate
+
+    return plan_passrate(opts, args, target, resolve_config=passrate.resolve_config)
+
+
+def _eval(opts, args, target):
+    from ares_cli.commands import eval as eval_command
+    from ares_cli.planning.plan_sampling import plan_eval
+
+    return plan_eval(opts, args, target, command=eval_command)
+
+
 def register() -> None:
     from ares_cli.commands import eval as eval_command
     from ares_cli.commands import passrate, rl, sft
 
-    for name, stage_command, planner in (
-        ("rl", rl.command, "ares_cli.planning.plan_rl.plan_rl"),
-        ("sft", sft.command, "ares_cli.planning.plan_sft.plan_sft"),
-        ("passrate", passrate.passrate_command, "ares_cli.planning.plan_sampling.plan_passrate"),
-        ("eval", eval_command.command, "ares_cli.planning.plan_sampling.plan_eval"),
-    ):
+    for name, stage_command, planner in (("rl", rl.command, _rl), ("sft", sft.command, _sft),
+                                         ("passrate", passrate.passrate_command, _passrate),
+                                         ("eval", eval_command.command, _eval)):  # fmt: skip
         app.command(name)(planned(stage_command, planner, name))
 
 

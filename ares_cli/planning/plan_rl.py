@@ -1,6 +1,6 @@
 """``ares plan rl``: the RL stage's own preparation (collecting), the plan-only checks, the estimate.
 
-Read top to bottom: ``ares rl``'s :func:`~ares_cli.commands.rl.prepare` with a collecting checklist ->
+Read top to bottom: ``ares rl``'s own preparation (``commands/rl.py``'s ``prepare``) with a collecting checklist ->
 model shapes and tokenizer -> images and gold answers of every dataset -> backend and context ->
 batch arithmetic and prompt lengths per source -> the per-GPU estimate -> suggestions when it does not fit.
 """
@@ -36,9 +36,9 @@ def describe_shape(s) -> str:
             f"context {s.context}")  # fmt: skip
 
 
-def plan_rl(opts, stage_args: dict, target: Target) -> PlanReport:
-    from ares_cli.commands import rl as rl_command
-
+def plan_rl(prepare, target: Target) -> PlanReport:
+    """The plan of ``ares rl``: ``prepare(**options)`` is the command's own preparation with its arguments
+    bound (:func:`ares_cli.commands.rl.prepare`); it runs with a collecting checklist, for ``target``'s ranks."""
     checks = Checklist(collect=True)
     pools = []  # the grader's workers start as soon as the config names it, and load while checks run
 
@@ -47,8 +47,8 @@ def plan_rl(opts, stage_args: dict, target: Target) -> PlanReport:
         pools.append(data_checks.gold_pool(checks, g.grader, workers=g.workers, timeout_s=g.timeout_s))
 
     try:
-        prepared = rl_command.prepare(opts, **stage_args, world_size=target.world, on_gpu=True, checks=checks,
-                                      hash_inputs=False, on_config=start_grader)  # fmt: skip
+        prepared = prepare(world_size=target.world, on_gpu=True, checks=checks, hash_inputs=False,
+                           on_config=start_grader)  # fmt: skip
         shape = model_checks(checks, prepared.model_path, prepared.tokenizer)
         pool = pools[0] if pools else None
         for label, loaded in (("data", prepared.train), ("val data", prepared.val)):
@@ -82,7 +82,7 @@ def plan_rl(opts, stage_args: dict, target: Target) -> PlanReport:
     kept = [n for n in lengths or () if n <= limit]
     if shape is None or not kept:
         return report
-    facts = RLFacts(longest_prompt=max(kept), mean_prompt=sum(kept) / len(kept), needs_ref=_needs_ref(cfg),
+    facts = RLFacts(longest_prompt=max(kept), mean_prompt=sum(kept) / len(kept), needs_ref=prepared.needs_ref(),
                     backend=backend, zero=prepared.zero)  # fmt: skip
 
     def estimator(c, z, t):
@@ -109,12 +109,6 @@ def model_checks(checks: Checklist, model_path: str | None, tokenizer=None):
 
             checks.run("processor", lambda: load_processor(model_path), lambda p: type(p).__name__)
     return shape
-
-
-def _needs_ref(cfg) -> bool:
-    from ares_cli.training.rl.registry import build_algorithm
-
-    return build_algorithm(cfg, lambda t: t).needs_ref()
 
 
 def _check_context(checks: Checklist, cfg, shape, backend: str) -> None:

@@ -19,8 +19,9 @@ SAMPLING_FLAGS = ("k", "backend", "temperature", "top_p", "max_new_tokens", "see
                   "prompt_template", "limit", "grader")  # fmt: skip
 
 
-def plan_passrate(opts, args: dict, target: Target) -> PlanReport:
-    from ares_cli.commands import passrate as passrate_command
+def plan_passrate(opts, args: dict, target: Target, *, resolve_config) -> PlanReport:
+    """The plan of ``ares passrate`` with the command's ``args``; ``resolve_config`` is the command's own
+    option-to-config resolution (``commands/passrate.py``)."""
     from ares_cli.stages.passrate import prepare_passrate
     from ares_cli.store.artifacts import ArtifactStore
 
@@ -29,8 +30,7 @@ def plan_passrate(opts, args: dict, target: Target) -> PlanReport:
     if args["data"] is None:
         checks.fail("options", UsageError("--data is required"))
     flags = {k: args[k] for k in (*SAMPLING_FLAGS, "shard")}
-    cfg = checks.run("config", lambda: passrate_command.resolve_config(config=args["config"], set_=args["set_"],
-                                                                       **flags))  # fmt: skip
+    cfg = checks.run("config", lambda: resolve_config(config=args["config"], set_=args["set_"], **flags))
     if cfg is None or args["data"] is None:
         return report
     prepared = prepare_passrate(ArtifactStore(opts.artifacts_root), model=args["model"], data=args["data"],
@@ -41,22 +41,23 @@ def plan_passrate(opts, args: dict, target: Target) -> PlanReport:
     return report
 
 
-def plan_eval(opts, args: dict, target: Target) -> PlanReport:
-    from ares_cli.commands import eval as eval_command
+def plan_eval(opts, args: dict, target: Target, *, command) -> PlanReport:
+    """The plan of ``ares eval`` with the command's ``args``; ``command`` is the command module, whose
+    ``eval_flags``, ``suite_spec`` and ``resolve_config`` turn the options into configs."""
     from ares_cli.stages.prepare_eval import prepare_eval
     from ares_cli.store.artifacts import ArtifactStore
 
     checks = Checklist(collect=True)
     report = PlanReport("eval", target, checks.results)
-    flags = eval_command.eval_flags(bench=args["bench"], **{k: args[k] for k in SAMPLING_FLAGS})
+    flags = command.eval_flags(bench=args["bench"], **{k: args[k] for k in SAMPLING_FLAGS})
     replay = args["from_samples"] or args["regrade"]
     spec = None
     if args["suite"] is not None:
-        spec = checks.run("suite", lambda: eval_command.suite_spec(args["suite"], model=args["model"], bench=args["bench"],
+        spec = checks.run("suite", lambda: command.suite_spec(args["suite"], model=args["model"], bench=args["bench"],
                           data=args["data"], replay=replay, flags=flags), lambda s: f"{len(s.benches)} benchmarks")  # fmt: skip
         if spec is None:
             return report
-    cfg = checks.run("config", lambda: eval_command.resolve_config(config=args["config"], set_=args["set_"],
+    cfg = checks.run("config", lambda: command.resolve_config(config=args["config"], set_=args["set_"],
                      flags=flags, base=spec.eval if spec is not None else None))  # fmt: skip
     if cfg is None:
         return report

@@ -1,6 +1,6 @@
 """``ares plan sft``: the SFT stage's own preparation (collecting), the plan-only checks, the estimate.
 
-``ares sft``'s :func:`~ares_cli.commands.sft.prepare` (config, ranks, DeepSpeed file, model, data, every
+``ares sft``'s own preparation (``commands/sft.py``'s ``prepare``: config, ranks, DeepSpeed file, model, data, every
 example encoded) -> model shapes and tokenizer -> images -> the per-GPU estimate at the data's longest
 example -> suggestions when it does not fit.
 """
@@ -16,12 +16,11 @@ from ares_cli.planning.target import Target
 from ares_cli.stages.checklist import Checklist
 
 
-def plan_sft(opts, stage_args: dict, target: Target) -> PlanReport:
-    from ares_cli.commands import sft as sft_command
-
+def plan_sft(prepare, target: Target) -> PlanReport:
+    """The plan of ``ares sft``: ``prepare(**options)`` is the command's own preparation with its arguments
+    bound (``commands/sft.py``'s ``prepare``); it runs with a collecting checklist, for ``target``'s ranks."""
     checks = Checklist(collect=True)
-    prepared = sft_command.prepare(opts, **stage_args, world_size=target.world, on_gpu=True, checks=checks,
-                                   hash_inputs=False)  # fmt: skip
+    prepared = prepare(world_size=target.world, on_gpu=True, checks=checks, hash_inputs=False)
     cfg = prepared.cfg
     report = PlanReport("sft", target, checks.results)
     shape = model_checks(checks, prepared.model_path)

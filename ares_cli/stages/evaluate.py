@@ -12,18 +12,23 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from ares_cli.config import option
-from ares_cli.data.jsonl import read_jsonl, write_jsonl
-from ares_cli.errors import InputError, UsageError
-from ares_cli.stages.sampling import MAX_K, SAMPLE_KEY, SamplingConfig
-from ares_cli.store.artifacts import ArtifactStore, InputRef
+from ares_cli.data.jsonl import write_jsonl
+from ares_cli.errors import InputError
+from ares_cli.stages.prepare_eval import (  # noqa: F401  (their former home)
+    EVAL_BUDGET,
+    bench_name,
+    check_golds,
+    difficulty_from_passrate,
+    parse_bench,
+)
+from ares_cli.stages.sampling import SAMPLE_KEY, SamplingConfig
+from ares_cli.store.artifacts import ArtifactStore
 from ares_cli.store.hashing import strict_json
 
 CODE_VERSION = "1"
-EVAL_BUDGET = 8192  # PAEC's evaluation budget, when neither the user nor the model sets one
 
 
 @dataclass(frozen=True)
@@ -45,25 +50,6 @@ class EvalConfig(SamplingConfig):
     )
     benches: list[str] = option([], "Benchmarks as NAME or NAME:K (K overrides k for that benchmark).")
     difficulty_key: str = option("difficulty", "Problem meta field used for the per-difficulty breakdown.")
-
-
-def parse_bench(spec: str, default_k: int) -> tuple[str, int]:
-    """``math500:8`` → ("math500", 8); ``toy-test`` → ("toy-test", default_k)."""
-    name, _, k = spec.rpartition(":") if ":" in spec else (spec, "", "")
-    if not name:
-        return spec, default_k
-    try:
-        value = int(k)
-    except ValueError:
-        return spec, default_k  # a colon that is part of a name (hf:org/x)
-    if not 1 <= value <= MAX_K:
-        raise UsageError(f"--bench {spec}: K must be >= 1 and <= {MAX_K}")
-    return name, value
-
-
-def bench_name(source: str) -> str:
-    """A filesystem-safe label for a benchmark source."""
-    return Path(source).stem if Path(source).suffix else source.replace("/", "_").replace(":", "_")
 
 
 def score_benchmark(
@@ -132,13 +118,6 @@ def markdown_table(name: str, result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def difficulty_from_passrate(store: ArtifactStore, ref: str) -> tuple[dict[str, str], InputRef]:
-    """Problem id → bucket from a passrate artifact (for benchmarks without difficulty metadata)."""
-    input_ref = store.input_ref("difficulty", ref)  # verified before it is read
-    rows = read_jsonl(Path(input_ref.path) / "passrates.jsonl")
-    return {r["problem_id"]: r["bucket"] for r in rows}, input_ref
-
-
 def run_eval(
     store: ArtifactStore,
     *,
@@ -202,79 +181,6 @@ def run_eval(
         stats["judge"] = save_verdicts(judge, run.work_dir)
     run.finalize(stats)
     return run, results
-
-
-def bench_plan(store, cfg: EvalConfig, *, data, from_samples, regrade) -> list[dict[str, Any]]:
-    if regrade is not None:
-        directory = store.verified(regrade)
-        manifest = store.manifest(directory)
-        if manifest["stage"] != "eval":
-            raise InputError(f"{manifest['artifact_id']} is not an eval artifact")
-        plans = []
-        earlier = manifest["config"]
-        for spec in earlier["benches"]:
-            name, k = parse_bench(spec, cfg.k)
-            plans.append(
-                {
-                    "name": name,
-                    "k": k,
-                    "source": str(directory / "problems" / f"{name}.jsonl"),
-                    "replay": str(directory / "samples" / f"{name}.jsonl"),
-                    "grader": (earlier.get("graders") or {}).get(name) or earlier.get("grader"),
-                    "aggregate": (earlier.get("aggregates") or {}).get(name),
-                }
-            )
-        return plans
-    if from_samples is not None:
-        if data is None:
-            raise UsageError("--from-samples needs --data (the problems the samples answer)")
-        path = Path(from_samples)
-        if not path.is_file():
-            raise InputError("file not found", file=path)
-        counts: dict[str, int] = {}
-        for row in read_jsonl(path):
-            counts[str(row.get("problem_id"))] = counts.get(str(row.get("problem_id")), 0) + 1
-        if not counts:
-            raise InputError("no samples", file=path)
-        k = min(counts.values())
-        if k != max(counts.values()):  # scoring on the minimum would drop samples silently
-            fewest = sorted(pid for pid, n in counts.items() if n == k)[:5]
-            raise InputError(
-                f"unequal sample counts per problem ({k} to {max(counts.values())}; {k} for {fewest}): "
-                "every problem needs the same number of samples",
-                file=path,
-            )
-        return [{"name": bench_name(data), "k": k, "source": data, "replay": str(path)}]
-    specs = list(cfg.benches) + ([data] if data else [])
-    if not specs:
-        raise UsageError("name at least one --bench (or --data)")
-    plans = []
-    for spec in specs:
-        source, k = parse_bench(spec, cfg.k)
-        plans.append({"name": bench_name(source), "k": k, "source": source})
-    if len({p["name"] for p in plans}) != len(plans):
-        raise UsageError("a benchmark is named twice")
-    return plans
-
-
-def check_golds(problems: list[dict], grader: str, source: str) -> None:
-    """A choice grader needs every gold to name an option: report each one that does not (exit 3)."""
-    from ares_cli.grading import resolve_grader
-    from ares_cli.grading.judge import parse_judge_grader
-
-    if parse_judge_grader(grader) or not resolve_grader(grader).with_options:
-        return
-    from ares_cli.errors import InputErrors
-    from ares_cli.grading.choice import choice_gold, gold_letter, parse_options
-
-    errors = []
-    for p in problems:
-        try:
-            gold_letter(choice_gold(p["answer"], parse_options((p.get("meta") or {}).get("options"))))
-        except ValueError as exc:
-            errors.append(InputError(f"problem {p['id']}: {exc}", file=source, field="answer"))
-    if errors:
-        raise InputErrors(errors)
 
 
 def _sample_and_vote(problems, rows, cfg: EvalConfig, model_path, progress, judge=None) -> dict[str, float]:

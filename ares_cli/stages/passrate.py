@@ -147,7 +147,9 @@ def prepare_passrate(
 
     checks = checks or Checklist()
     out = PreparedPassrate(cfg=cfg, inputs=[])
-    out.loaded = checks.run("data", lambda: load_problems(data, limit=cfg.limit), lambda d: f"{len(d)} problems")
+    out.loaded = checks.run(
+        "data", lambda: load_problems(data, limit=cfg.limit), lambda d: f"{len(d)} problems"
+    )
     shard = checks.run("shard", lambda: parse_shard(cfg.shard))
     if out.loaded is not None and hash_inputs:
         out.inputs.append(dataset_ref(out.loaded.records, out.loaded.provenance))

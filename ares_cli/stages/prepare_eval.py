@@ -1,4 +1,4 @@
-"""The eval stage's preparation: everything ``ares eval`` checks before it opens its artifact.
+"""The eval stage's inputs and preparation: everything ``ares eval`` checks before it opens its artifact.
 
 The benchmarks (or replayed samples), the model, each benchmark's records, golds (choice graders) and
 images, the judge, the generation budget, the difficulty source, and every prompt against the model's
@@ -9,10 +9,16 @@ context. ``ares eval`` runs these steps through a strict
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from ares_cli.config import to_dict
-from ares_cli.errors import UsageError
+from ares_cli.data.jsonl import read_jsonl
+from ares_cli.errors import InputError, UsageError
+from ares_cli.stages.sampling import MAX_K
+from ares_cli.store.artifacts import ArtifactStore, InputRef
+
+EVAL_BUDGET = 8192  # PAEC's evaluation budget, when neither the user nor the model sets one
 
 
 @dataclass
@@ -37,7 +43,9 @@ class PreparedEval:
         return to_dict(self.cfg) | {
             "benches": [f"{p['name']}:{p['k']}" for p in self.benches],
             "graders": {p["name"]: p["grader"] for p in self.benches},
-            "grader_labels": {p["name"]: grader_label(p["grader"]) for p in self.benches},  # a new grader re-keys
+            "grader_labels": {
+                p["name"]: grader_label(p["grader"]) for p in self.benches
+            },  # a new grader re-keys
             "aggregates": {p["name"]: p["aggregate"] for p in self.benches if p["aggregate"]},
         }
 
@@ -51,7 +59,6 @@ def prepare_eval(
     from ares_cli.models import check_image_support
     from ares_cli.stages.budget import with_budget
     from ares_cli.stages.checklist import Checklist
-    from ares_cli.stages.evaluate import EVAL_BUDGET, bench_plan, check_golds, difficulty_from_passrate
     from ares_cli.stages.inputs import dataset_ref, resolve_model
     from ares_cli.stages.judging import prepare_judge
     from ares_cli.stages.sampling import fit_context
@@ -67,7 +74,9 @@ def prepare_eval(
     if from_samples or regrade:
         out.cfg = cfg = replace(cfg, backend="replay")
         for plan in benches:
-            ref = checks.run(f"completions {plan['name']}", lambda p=plan: store.input_ref("completions", p["replay"]))
+            ref = checks.run(
+                f"completions {plan['name']}", lambda p=plan: store.input_ref("completions", p["replay"])
+            )
             out.inputs += [ref] if ref is not None else []
     if model is not None:
         resolved = checks.run("model", lambda: resolve_model(store, model, hash_files=hash_inputs),
@@ -122,3 +131,101 @@ def prepare_eval(
             out.kept[name], out.skipped[name] = fitted
     return out
 
+
+def parse_bench(spec: str, default_k: int) -> tuple[str, int]:
+    """``math500:8`` → ("math500", 8); ``toy-test`` → ("toy-test", default_k)."""
+    name, _, k = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    if not name:
+        return spec, default_k
+    try:
+        value = int(k)
+    except ValueError:
+        return spec, default_k  # a colon that is part of a name (hf:org/x)
+    if not 1 <= value <= MAX_K:
+        raise UsageError(f"--bench {spec}: K must be >= 1 and <= {MAX_K}")
+    return name, value
+
+
+def bench_name(source: str) -> str:
+    """A filesystem-safe label for a benchmark source."""
+    return Path(source).stem if Path(source).suffix else source.replace("/", "_").replace(":", "_")
+
+
+def difficulty_from_passrate(store: ArtifactStore, ref: str) -> tuple[dict[str, str], InputRef]:
+    """Problem id → bucket from a passrate artifact (for benchmarks without difficulty metadata)."""
+    input_ref = store.input_ref("difficulty", ref)  # verified before it is read
+    rows = read_jsonl(Path(input_ref.path) / "passrates.jsonl")
+    return {r["problem_id"]: r["bucket"] for r in rows}, input_ref
+
+
+def bench_plan(store, cfg, *, data, from_samples, regrade) -> list[dict[str, Any]]:
+    if regrade is not None:
+        directory = store.verified(regrade)
+        manifest = store.manifest(directory)
+        if manifest["stage"] != "eval":
+            raise InputError(f"{manifest['artifact_id']} is not an eval artifact")
+        plans = []
+        earlier = manifest["config"]
+        for spec in earlier["benches"]:
+            name, k = parse_bench(spec, cfg.k)
+            plans.append(
+                {
+                    "name": name,
+                    "k": k,
+                    "source": str(directory / "problems" / f"{name}.jsonl"),
+                    "replay": str(directory / "samples" / f"{name}.jsonl"),
+                    "grader": (earlier.get("graders") or {}).get(name) or earlier.get("grader"),
+                    "aggregate": (earlier.get("aggregates") or {}).get(name),
+                }
+            )
+        return plans
+    if from_samples is not None:
+        if data is None:
+            raise UsageError("--from-samples needs --data (the problems the samples answer)")
+        path = Path(from_samples)
+        if not path.is_file():
+            raise InputError("file not found", file=path)
+        counts: dict[str, int] = {}
+        for row in read_jsonl(path):
+            counts[str(row.get("problem_id"))] = counts.get(str(row.get("problem_id")), 0) + 1
+        if not counts:
+            raise InputError("no samples", file=path)
+        k = min(counts.values())
+        if k != max(counts.values()):  # scoring on the minimum would drop samples silently
+            fewest = sorted(pid for pid, n in counts.items() if n == k)[:5]
+            raise InputError(
+                f"unequal sample counts per problem ({k} to {max(counts.values())}; {k} for {fewest}): "
+                "every problem needs the same number of samples",
+                file=path,
+            )
+        return [{"name": bench_name(data), "k": k, "source": data, "replay": str(path)}]
+    specs = list(cfg.benches) + ([data] if data else [])
+    if not specs:
+        raise UsageError("name at least one --bench (or --data)")
+    plans = []
+    for spec in specs:
+        source, k = parse_bench(spec, cfg.k)
+        plans.append({"name": bench_name(source), "k": k, "source": source})
+    if len({p["name"] for p in plans}) != len(plans):
+        raise UsageError("a benchmark is named twice")
+    return plans
+
+
+def check_golds(problems: list[dict], grader: str, source: str) -> None:
+    """A choice grader needs every gold to name an option: report each one that does not (exit 3)."""
+    from ares_cli.grading import resolve_grader
+    from ares_cli.grading.judge import parse_judge_grader
+
+    if parse_judge_grader(grader) or not resolve_grader(grader).with_options:
+        return
+    from ares_cli.errors import InputErrors
+    from ares_cli.grading.choice import choice_gold, gold_letter, parse_options
+
+    errors = []
+    for p in problems:
+        try:
+            gold_letter(choice_gold(p["answer"], parse_options((p.get("meta") or {}).get("options"))))
+        except ValueError as exc:
+            errors.append(InputError(f"problem {p['id']}: {exc}", file=source, field="answer"))
+    if errors:
+        raise InputErrors(errors)

@@ -36,6 +36,12 @@ class PreparedRL:
     refs: dict[str, Any] = field(default_factory=dict)  # InputRefs keying the artifact (with hash_inputs)
     world_size: int = 1
 
+    def needs_ref(self) -> bool:
+        """Whether the algorithm trains against a frozen reference model (its KL term)."""
+        from ares_cli.training.rl.registry import build_algorithm
+
+        return build_algorithm(self.cfg, lambda t: t).needs_ref()
+
     @property
     def inputs(self) -> list:
         """The stage's inputs in their keyed order: model, data, val_data, deepspeed."""
