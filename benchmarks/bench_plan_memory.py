@@ -1,7 +1,8 @@
 """``ares plan``'s memory estimate against the measured peak of an SFT step and an RL micro-step on CPU.
 
-Models: random-initialised models with real configurations (the toy model; SmolLM2-135M's Llama config;
-Qwen2.5-0.5B's Qwen2 config) at reduced depth, built here from a few config values. Each shape runs the
+Models: random-initialised models with real configurations at reduced depth: the toy model and
+SmolLM2-135M's Llama config (built here from a few config values), and the Qwen2.5-0.5B shape twin's
+configuration (``ares_cli/toy/twins.py``, 2 layers). Each shape runs the
 stage's own code: an RL micro-step is ``forward_stats`` (the statistics the algorithm trains on) + the
 policy-gradient loss + backward with gradients and AdamW states already allocated (as in every
 micro-batch after a mini-batch's first); an SFT step is two micro-batches of ``micro_loss`` + backward and
@@ -37,16 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_token_stats import peak_extra_mib  # noqa: E402
 
-# A few values of real configurations (reduced depth); the rest are the architectures' defaults.
+# Llama configurations from a few of their values (reduced depth), or a shape twin by name.
 CONFIGS = {
-    "toy": dict(arch="llama", vocab_size=92, hidden_size=128, intermediate_size=384, num_attention_heads=4,
+    "toy": dict(vocab_size=92, hidden_size=128, intermediate_size=384, num_attention_heads=4,
                 num_key_value_heads=4, tie_word_embeddings=True, num_hidden_layers=4),
-    "smollm2-135m-l2": dict(arch="llama", vocab_size=49152, hidden_size=576, intermediate_size=1536,
+    "smollm2-135m-l2": dict(vocab_size=49152, hidden_size=576, intermediate_size=1536,
                             num_attention_heads=9, num_key_value_heads=3, tie_word_embeddings=True,
                             num_hidden_layers=2),
-    "qwen2.5-0.5b-l2": dict(arch="qwen2", vocab_size=151936, hidden_size=896, intermediate_size=4864,
-                            num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True,
-                            num_hidden_layers=2),
+    "qwen2.5-0.5b-l2": dict(twin="qwen2.5-0.5b", layers=2),
 }  # fmt: skip
 
 
@@ -83,17 +82,18 @@ QUICK = [SHAPES[0], SHAPES[1], SHAPES[2], SHAPES[5]]
 
 
 def build_model(name: str, dtype: torch.dtype):
-    """A random model of configuration ``name`` (kept local: swap for ``ares toy twin`` when it exists)."""
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    """A random model of configuration ``name``: a shape twin's configuration, or a few values given here."""
+    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
     values = dict(CONFIGS[name])
-    arch = values.pop("arch")
-    config_cls, model_cls = (
-        (Qwen2Config, Qwen2ForCausalLM) if arch == "qwen2" else (LlamaConfig, LlamaForCausalLM)
-    )
     torch.manual_seed(0)
-    model = model_cls(config_cls(max_position_embeddings=4096, **values)).to(dtype)
-    return model
+    if "twin" in values:
+        from ares_cli.toy.twins import twin_config
+
+        return AutoModelForCausalLM.from_config(twin_config(values["twin"], layers=values["layers"])).to(
+            dtype
+        )
+    return LlamaForCausalLM(LlamaConfig(max_position_embeddings=4096, **values)).to(dtype)
 
 
 def model_shape(model):
@@ -222,10 +222,13 @@ def measure(shape: Shape) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="four small shapes (seconds)")
+    ap.add_argument("--config", choices=sorted(CONFIGS), help="only the shapes of this configuration")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/plan_memory.json"))
     args = ap.parse_args()
     rows = []
     for shape in QUICK if args.quick else SHAPES:
+        if args.config and shape.config != args.config:
+            continue
         rows.append(measure(shape))
         gc.collect()  # the last shape's model and optimizer are gone before the next is built
     within = [abs(r["ratio_estimate_to_measured"] - 1) <= 0.25 for r in rows]
