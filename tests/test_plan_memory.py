@@ -124,11 +124,11 @@ def test_header_shapes_match_the_real_model():
     assert (shape.vocab, shape.hidden, shape.layers, shape.tied) == (92, 128, 4, True)
 
 
-def test_header_only_model_has_the_real_parameter_count(tmp_path):
+def test_header_only_twin_has_the_real_parameter_count(tmp_path):
     sys.path.insert(0, str(REPO / "tests"))
-    from plan_models import header_only_model
+    from plan_models import header_only_twin
 
-    directory = header_only_model(tmp_path / "q15")
+    directory = header_only_twin(tmp_path / "q15")
     assert (directory / "model.safetensors").stat().st_blocks * 512 < 2**20  # a hole, not 3 GB of zeros
     shape = read_model_shape(str(directory))
     assert shape.params == 1_543_714_304  # Qwen2.5-Math-1.5B

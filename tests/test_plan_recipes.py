@@ -1,5 +1,5 @@
-"""``ares plan rl`` on the PAEC recipe with a Qwen2.5-Math-1.5B-shaped model directory (config.json and
-safetensors headers at real shapes, no weights): a full estimate on 8 x 80 GiB, a refusal with reasons
+"""``ares plan rl`` on the PAEC recipe with the Qwen2.5-Math-1.5B shape twin at its full 28 layers (its
+config.json, tokenizer and safetensors headers, no weights: ``tests/plan_models.py``): a full estimate on 8 x 80 GiB, a refusal with reasons
 and suggestions on 1 x 24 GiB. The recipe's validation budget (8192) exceeds the model's 4096-token
 context, which ``ares rl`` refuses: the plan names it, and the sizing runs pass a budget that fits."""
 
@@ -21,9 +21,9 @@ GIB = 2**30
 
 @pytest.fixture(scope="module")
 def qwen15(tmp_path_factory) -> Path:
-    from plan_models import header_only_model
+    from plan_models import header_only_twin
 
-    return header_only_model(tmp_path_factory.mktemp("q15") / "model")
+    return header_only_twin(tmp_path_factory.mktemp("q15") / "model")
 
 
 def _plan(tmp_path, model, *extra, fitted_val: bool = True) -> tuple[int, dict]:

@@ -72,9 +72,9 @@ def plan_rl(prepare, target: Target) -> PlanReport:
     report.facts["batch"] = batch_arithmetic(cfg, target.world, prepared)
     if prepared.budget is None:  # no resolved response budget (or no model): nothing more to size
         return report
-    if shape is not None:
-        _check_context(checks, cfg, shape, backend)
     lengths, limit = prepared.prompt_lengths, prepared.prompt_limit
+    if shape is not None:
+        _check_context(checks, cfg, shape, backend, limit)
     if prepared.train is not None and lengths is not None:
         report.facts["prompts per source"] = data_checks.source_table(
             prepared.train.records, lengths, drop_over=limit,
@@ -111,8 +111,9 @@ def model_checks(checks: Checklist, model_path: str | None, tokenizer=None):
     return shape
 
 
-def _check_context(checks: Checklist, cfg, shape, backend: str) -> None:
-    """vLLM serves ``max_prompt_tokens + max_new_tokens`` (its max_model_len), refused past the context."""
+def _check_context(checks: Checklist, cfg, shape, backend: str, prompt_limit: int | None) -> None:
+    """vLLM serves ``max_prompt_tokens + max_new_tokens`` (its max_model_len), refused past the context; the
+    hf backend generates from prompts the trainer has cut to ``prompt_limit``, which leaves the budget room."""
     r = cfg.rollout
     length = r.max_prompt_tokens + r.max_new_tokens
     if shape.context is None or length <= shape.context:
@@ -121,9 +122,9 @@ def _check_context(checks: Checklist, cfg, shape, backend: str) -> None:
         checks.fail("context", UsageError(
             f"rollout.max_prompt_tokens {r.max_prompt_tokens} + rollout.max_new_tokens {r.max_new_tokens} = "
             f"{length} exceeds the model's {shape.context}-token context: vLLM refuses that max_model_len"))  # fmt: skip
-    else:
-        checks.warn("context", f"max_prompt_tokens + max_new_tokens = {length} exceeds the model's context "
-                    f"{shape.context}: long responses run past the positions it was trained on")  # fmt: skip
+    elif prompt_limit is not None:
+        checks.ok("context", f"hf: prompts kept within {prompt_limit} tokens + max_new_tokens "
+                  f"{r.max_new_tokens} <= context {shape.context}")  # fmt: skip
     val_new = cfg.val.max_new_tokens or r.max_new_tokens
     if backend == "vllm" and r.max_prompt_tokens + val_new > length:
         checks.warn("val budget", f"val.max_new_tokens {val_new} + prompts exceed the rollout engine's "
