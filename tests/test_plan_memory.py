@@ -226,3 +226,8 @@ def test_measured_throughput_is_the_median_per_rank(tmp_path):
     assert rate == 500.0 and "median of 3 steps" in source
     with pytest.raises(InputError, match="no metrics.jsonl"):
         measured_throughput(tmp_path, str(tmp_path))
+    (run / "metrics.jsonl").write_text('{"step": 1, "tokens_per_s": 900.0}\n{"step": 2\n{"step": 3}\n')
+    with pytest.raises(InputError, match="row 2"):
+        measured_throughput(tmp_path, str(run))
+    (run / "metrics.jsonl").write_text('{"step": 1, "tokens_per_s": 900.0}\n{"step": 2, "tok')
+    assert measured_throughput(tmp_path, str(run))[0] == 450.0  # a torn last write is not a step

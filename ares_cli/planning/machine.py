@@ -55,11 +55,14 @@ def measured_throughput(root: Path, ref: str) -> tuple[float, str]:
     if not metrics.is_file():
         raise InputError("--throughput: no metrics.jsonl (expected an rl or sft artifact)", file=directory)
     rates = []
-    for line in metrics.read_text(encoding="utf-8").splitlines():
+    lines = metrics.read_text(encoding="utf-8").splitlines()
+    for n, line in enumerate(lines, 1):
         try:
             row = json.loads(line)
         except ValueError:
-            continue
+            if n == len(lines):  # a killed run's torn last write
+                continue
+            raise InputError("--throughput: not a JSON row", file=metrics, row=n) from None
         if (
             isinstance(row, dict)
             and isinstance(row.get("tokens_per_s"), (int, float))
