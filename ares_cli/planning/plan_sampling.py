@@ -36,7 +36,7 @@ def plan_passrate(opts, args: dict, target: Target, *, resolve_config) -> PlanRe
     prepared = prepare_passrate(ArtifactStore(opts.artifacts_root), model=args["model"], data=args["data"],
                                 cfg=cfg, checks=checks, hash_inputs=False)  # fmt: skip
     datasets = [("data", prepared.loaded, cfg.grader)] if prepared.loaded is not None else []
-    _sampling_report(report, checks, cfg, prepared.model_path, datasets, target,
+    _sampling_report(report, checks, prepared.cfg, prepared.model_path, datasets, target,
                      samples=len(prepared.problems or ()) * cfg.k)  # fmt: skip
     return report
 
@@ -107,7 +107,7 @@ def _sampling_report(report: PlanReport, checks: Checklist, cfg, model_path, dat
         return
     backend, how = planned_backend(cfg.backend)
     checks.ok("backend", how)
-    if shape is None or not lengths:
+    if shape is None or not lengths or cfg.max_new_tokens is None:  # no budget resolved: nothing to size
         return
     over = (shape.context - cfg.max_new_tokens) if shape.context else None
     report.facts["prompts per source"] = data_checks.source_table(
