@@ -80,7 +80,8 @@ def prepare_sft(
     from ares_cli.config import resolve
     from ares_cli.stages.budget import model_context, resolve_seq_len
     from ares_cli.stages.inputs import resolve_model
-    from ares_cli.training.sft import SFTConfig, accumulation_steps
+    from ares_cli.training.sft import SFTConfig
+    from ares_cli.training.sft_run import accumulation_steps
 
     checks = checks or Checklist()
     out = PreparedSFT(world_size=world_size)

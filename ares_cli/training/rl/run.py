@@ -83,7 +83,6 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress) -
     import numpy as np
     import torch
 
-    from ares_cli.errors import UsageError
     from ares_cli.models import load_model, load_processor, load_tokenizer
     from ares_cli.stages.budget import model_context
     from ares_cli.training import distributed
@@ -96,6 +95,7 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress) -
         sync_backend,
         training_dtype,
     )
+    from ares_cli.training.rl.prepare import check_branching, check_world_size
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.rollout import PromptSampler
     from ares_cli.training.sft_run import param_groups
@@ -113,14 +113,12 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress) -
 
         resolve_rollout_budget(cfg, model_path, model_context(model_path))
     r = cfg.rollout
-    if r.prompts_per_step % dist.world_size or cfg.optim.mini_batch_size % dist.world_size:
-        raise UsageError(f"prompts_per_step and mini_batch_size must be multiples of {dist.world_size} ranks")
+    check_world_size(cfg, dist.world_size)  # the checks ``ares rl`` ran before it opened its artifact
 
     # -- models, data, algorithm
     tokenizer = load_tokenizer(model_path)
     processor = load_processor(model_path, min_pixels=r.min_pixels, max_pixels=r.max_pixels)
-    if r.branching.enabled and any(p.get("images") for p in problems):
-        raise UsageError("rollout.branching does not support image prompts; turn it off for this data")
+    check_branching(cfg, problems)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     problems = fitting_prompts(problems, tokenizer, cfg, log, processor, window=model_context(model_path))
     algo = build_algorithm(cfg, reduce, distributed.all_gather_1d)
@@ -173,10 +171,10 @@ def fitting_prompts(problems, tokenizer, cfg, log, processor=None, window=None) 
     budget leaves in the model's ``window``-token context (the others are dropped, and counted in the
     log); none fitting is an input error."""
     from ares_cli.errors import InputError
+    from ares_cli.training.rl.prepare import prompt_token_limit
     from ares_cli.training.rl.rollout import encode_prompts
 
-    limit = cfg.rollout.max_prompt_tokens  # and the room the response budget leaves in the context
-    limit = min(limit, window - cfg.rollout.max_new_tokens) if window else limit
+    limit = prompt_token_limit(cfg, window)  # max_prompt_tokens, and the room the budget leaves
     lengths = [len(ids) for ids in encode_prompts(tokenizer, problems, cfg.rollout, processor)]
     keep = [p for p, n in zip(problems, lengths, strict=True) if n <= limit]
     if len(keep) < len(problems):
