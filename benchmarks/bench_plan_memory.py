@@ -1,8 +1,8 @@
 """``ares plan``'s memory estimate against the measured peak of an SFT step and an RL micro-step on CPU.
 
 Models: random-initialised models with real configurations at reduced depth: the toy model and
-SmolLM2-135M's Llama config (built here from a few config values), and the Qwen2.5-0.5B shape twin's
-configuration (``ares_cli/toy/twins.py``, 2 layers). Each shape runs the
+SmolLM2-135M's Llama config (built here from a few config values), and the Qwen2.5-0.5B (2 layers) and
+Qwen2.5-Math-1.5B (1 layer) shape twins' configurations (``ares_cli/toy/twins.py``). Each shape runs the
 stage's own code: an RL micro-step is ``forward_stats`` (the statistics the algorithm trains on) + the
 policy-gradient loss + backward with gradients and AdamW states already allocated (as in every
 micro-batch after a mini-batch's first); an SFT step is two micro-batches of ``micro_loss`` + backward and
@@ -18,7 +18,7 @@ increase is printed beside it as a second, coarser view. The naive reference is 
 estimate (weights + gradients + AdamW, no activations): the ratio column shows what the activation and
 head terms add.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_plan_memory.py [--quick] [--out benchmarks/results/plan_memory.json]
+    OMP_NUM_THREADS=1 python benchmarks/bench_plan_memory.py [--quick] [--config NAME] [--out benchmarks/results/plan_memory.json]
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ CONFIGS = {
                             num_attention_heads=9, num_key_value_heads=3, tie_word_embeddings=True,
                             num_hidden_layers=2),
     "qwen2.5-0.5b-l2": dict(twin="qwen2.5-0.5b", layers=2),
+    "qwen2.5-math-1.5b-l1": dict(twin="qwen2.5-math-1.5b", layers=1),
 }  # fmt: skip
 
 
@@ -77,6 +78,8 @@ SHAPES = [
     Shape("qwen2.5-0.5b-l2", "rl", 1, 64, 1024, "logits"),
     Shape("qwen2.5-0.5b-l2", "sft", 2, 64, 448, "fused"),
     Shape("qwen2.5-0.5b-l2", "rl", 2, 64, 512, "fused", "bf16"),
+    Shape("qwen2.5-math-1.5b-l1", "rl", 2, 64, 512, "fused", "bf16"),
+    Shape("qwen2.5-math-1.5b-l1", "sft", 2, 64, 448, "logits", "bf16"),
 ]
 QUICK = [SHAPES[0], SHAPES[1], SHAPES[2], SHAPES[5]]
 
