@@ -205,16 +205,40 @@ def resolve(
     flags: dict[str, Any] | None = None,
     section: str | None = None,
     base: dict[str, Any] | None = None,
+    base_file: str | Path | None = None,
 ) -> T:
-    """Build a config: defaults < ``base`` (an eval suite's settings) < YAML < ``--set`` < explicit flags
-    (flags whose value is None are unset)."""
+    """Build a config: defaults < ``base`` (an eval suite's settings, read from ``base_file``) < YAML <
+    ``--set`` < explicit flags (flags whose value is None are unset)."""
+    refuse_command_line_only(cls, base or {}, str(base_file or "an evaluation suite"))
     config = _apply(cls(), base or {})
-    config = _apply(config, load_yaml(yaml_path, section=section))
+    from_file = load_yaml(yaml_path, section=section)
+    refuse_command_line_only(cls, from_file, str(yaml_path))
+    config = _apply(config, from_file)
     config = _apply(config, parse_sets(sets or []))
     explicit = {k: v for k, v in (flags or {}).items() if v is not None}
     config = _apply(config, parse_sets([]) | _nest(explicit))
     check(config)
     return config
+
+
+def refuse_command_line_only(cls: type, values: dict[str, Any], where: str, prefix: str = "") -> None:
+    """A field marked ``command_line_only`` (an opt-in to run code, like ``trust_grader_code``) given in a
+    file (a ``--config`` YAML, a pipeline's stage config, a suite) is a UsageError: files are shared, and
+    only the person running the command may grant it."""
+    instance = cls()
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for name, value in values.items():
+        f = fields.get(name)
+        if f is None:
+            continue  # unknown keys are reported when the values are applied
+        current = getattr(instance, name)
+        if dataclasses.is_dataclass(current) and isinstance(value, dict):
+            refuse_command_line_only(type(current), value, where, prefix=f"{prefix}{name}.")
+        elif f.metadata.get("command_line_only"):
+            raise UsageError(
+                f"config key '{prefix}{name}' is set in {where}: it can be given only on the command line "
+                f"({f.metadata['command_line_only']}), never by a file"
+            )
 
 
 def range_text(bounds: dict[str, float]) -> str:

@@ -12,20 +12,33 @@ A stage entry: ``run`` (the verb, e.g. ``passrate`` or ``toy init``), ``argv`` (
 verb, e.g. a twin's name), ``args`` (CLI options; a value ``@other`` is the artifact path of stage
 ``other``, ``@other/model`` a path inside it), ``recipe`` (a YAML config file, e.g. ``pipelines/rl/paec-qwen2.5-math-1.5b.yaml``, under
 ``config``) and ``config`` (keys over the recipe's; the merge is written to the stage's ``--config`` file).
+
+A pipeline file is data that people share, so nothing in it reaches the shell or Make as code: stage names
+and ``args`` keys are identifiers (anything else is a UsageError naming it), every value and ``argv`` word
+on a recipe line is quoted for the shell and escaped for Make, values with control characters are refused,
+a path inside an artifact (``@other/model``) cannot climb out of it, and every file ``render`` writes lies
+inside the state directory. A file cannot grant a command-line-only opt-in (``--trust-grader-code``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ares_cli.errors import AresError, InputError
+from ares_cli.errors import AresError, InputError, UsageError
 
 VERBS = ("toy init", "toy twin", "passrate", "curate", "sft", "rl", "eval")
 CONFIG_VERBS = ("passrate", "curate", "sft", "rl", "eval")
+STAGE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # a Make target and a file name in the state dir
+ARG_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")  # becomes --key-with-dashes
+# Opt-ins that run code: only the person at the command line may give them, never a shared file.
+COMMAND_LINE_ONLY = ("trust_grader_code",)
+# A path that goes into the Makefile as a target or a variable (no quoting or escaping needed there).
+MAKE_SAFE_PATH = re.compile(r"[A-Za-z0-9_./~+@=,-]+")
 
 
 def load_pipeline(path: str | Path) -> dict[str, Any]:
@@ -46,13 +59,30 @@ def load_pipeline(path: str | Path) -> dict[str, Any]:
     stages = spec.get("stages")
     if not isinstance(stages, dict) or not stages:
         raise InputError("expected a non-empty 'stages' mapping", file=path, field="stages")
+    root = spec.get("artifacts_root", "artifacts")
+    if not isinstance(root, str) or not MAKE_SAFE_PATH.fullmatch(root):
+        raise UsageError(
+            f"{path}: field 'artifacts_root': {root!r} must be a plain path (letters, digits, '_./~+@=,-')"
+        )
     seen: list[str] = []
     for name, stage in stages.items():
+        if not isinstance(name, str) or not STAGE_NAME.fullmatch(name):
+            raise UsageError(
+                f"{path}: stage name {name!r} is not an identifier (a letter or '_', then letters, digits, "
+                "'_' or '-'): it becomes a Make target and a file name"
+            )
         if not isinstance(stage, dict) or stage.get("run") not in VERBS:
             raise InputError(
                 f"'run' must be one of {', '.join(VERBS)}", file=path, field=f"stages.{name}.run"
             )
-        for key, value in (stage.get("args") or {}).items():
+        args = stage.get("args") or {}
+        if not isinstance(args, dict):
+            raise InputError("must be a mapping of option: value", file=path, field=f"stages.{name}.args")
+        argv = stage.get("argv") or []
+        for word in argv if isinstance(argv, list) else [argv]:
+            _check_value(path, f"stages.{name}.argv", word)
+        for key, value in args.items():
+            _check_arg(path, name, key, value)
             for ref in _refs(value):
                 if ref not in seen:
                     raise InputError(
@@ -65,6 +95,44 @@ def load_pipeline(path: str | Path) -> dict[str, Any]:
             raise InputError("recipe file not found", file=path, field=f"stages.{name}.recipe")
         seen.append(name)
     return spec
+
+
+def _check_value(path: Path, where: str, item: Any) -> None:
+    """A value that becomes one word of a recipe line: a scalar without control characters."""
+    if isinstance(item, (dict, list)) or item is None:
+        raise UsageError(f"{path}: field '{where}': expected a scalar or a list of scalars")
+    if any(ord(c) < 32 or ord(c) == 127 for c in str(item)):
+        raise UsageError(
+            f"{path}: field '{where}': {str(item)!r} contains a control character (a newline would end the "
+            "Make recipe line)"
+        )
+
+
+def _check_arg(path: Path, stage: str, key: Any, value: Any) -> None:
+    """An ``args`` entry: an identifier key, scalar values without control characters, ``@stage/sub`` paths
+    that stay inside the artifact, no command-line-only opt-in."""
+    where = f"stages.{stage}.args"
+    if not isinstance(key, str) or not ARG_KEY.fullmatch(key):
+        raise UsageError(
+            f"{path}: field '{where}': option name {key!r} is not an identifier (a letter, then letters, "
+            "digits, '_' or '-')"
+        )
+    values = value if isinstance(value, list) else [value]
+    for item in values:
+        _check_value(path, f"{where}.{key}", item)
+        if isinstance(item, str) and item.startswith("@") and "/" in item:
+            inner = PurePosixPath(item.split("/", 1)[1])
+            if inner.is_absolute() or ".." in inner.parts or "\\" in str(inner):
+                raise UsageError(f"{path}: field '{where}.{key}': {item!r} leaves the artifact of its stage")
+    refused = [key.replace("-", "_")] + [
+        str(v).split("=", 1)[0].strip().rsplit(".", 1)[-1] for v in values if key == "set"
+    ]
+    for name in refused:
+        if name in COMMAND_LINE_ONLY:
+            raise UsageError(
+                f"{path}: field '{where}.{key}': {name} can be given only on the command line, never by a "
+                "pipeline file (it allows running code the file names)"
+            )
 
 
 def _refs(value: Any) -> list[str]:
@@ -100,7 +168,9 @@ def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _write_if_changed(path: Path, text: str) -> None:
+def _write_if_changed(path: Path, text: str, *, inside: Path | None = None) -> None:
+    if inside is not None and not path.resolve().is_relative_to(inside.resolve()):
+        raise UsageError(f"refusing to write {path}: it is outside the state directory {inside}")
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -115,10 +185,16 @@ def _arg_words(key: str, value: Any, state: str) -> list[str]:
             words += [flag] if item else []
         elif isinstance(item, str) and item.startswith("@"):
             ref, _, sub = item[1:].partition("/")
-            words += [flag, f'"$$(cat {state}/{ref}.id){"/" + sub if sub else ""}"']
+            words += [flag, f'"$$(cat {state}/{ref}.id)"' + (make_word("/" + sub) if sub else "")]
         else:
-            words += [flag, shlex.quote(str(item))]
+            words += [flag, make_word(str(item))]
     return words
+
+
+def make_word(text: str) -> str:
+    """``text`` as one shell word on a Make recipe line: shell-quoted, then ``$`` doubled so that Make
+    passes it through literally (``$(shell ...)`` stays text)."""
+    return shlex.quote(text).replace("$", "$$")
 
 
 def render(path: str | Path, state: str | Path, *, ares: str = "ares", python: str = sys.executable) -> Path:
@@ -127,9 +203,12 @@ def render(path: str | Path, state: str | Path, *, ares: str = "ares", python: s
 
     spec = load_pipeline(path)
     state = Path(state)
+    for what, value in (("--state", str(state)), ("--ares", ares), ("python", python)):
+        if any(ord(c) < 32 for c in value) or (what == "--state" and not MAKE_SAFE_PATH.fullmatch(value)):
+            raise UsageError(f"{what} {value!r}: use a plain path (letters, digits, '_./~+@=,-') for Make")
     root = spec.get("artifacts_root", "artifacts")
     lines = [
-        f"# Generated from {path} by ares_cli.pipeline; edit the YAML, not this file.",
+        f"# Generated from {ascii(str(path))} by ares_cli.pipeline; edit the YAML, not this file.",
         f"ARES ?= {ares}",
         f"PYTHON ?= {python}",
         f"ARES_ARTIFACTS ?= {root}",
@@ -144,11 +223,11 @@ def render(path: str | Path, state: str | Path, *, ares: str = "ares", python: s
             "$(ARES)",
             "--json",
             *stage["run"].split(),
-            *map(shlex.quote, map(str, stage.get("argv") or [])),
+            *(make_word(str(word)) for word in _as_list(stage.get("argv"))),
         ]
         if stage["run"] in CONFIG_VERBS:
             config_file = state / f"{name}.yaml"
-            _write_if_changed(config_file, yaml.safe_dump(stage_config(stage), sort_keys=True))
+            _write_if_changed(config_file, yaml.safe_dump(stage_config(stage), sort_keys=True), inside=state)
             deps.insert(0, str(config_file))
             words += ["--config", str(config_file)]
         for key, value in (stage.get("args") or {}).items():
@@ -163,10 +242,14 @@ def render(path: str | Path, state: str | Path, *, ares: str = "ares", python: s
         ]
     lines += [".PHONY: all", ""]
     makefile = state / "Makefile"
-    _write_if_changed(makefile, "\n".join(lines))
+    _write_if_changed(makefile, "\n".join(lines), inside=state)
     # the spec beside its state, for `ares report pipeline|html <state>` (not a Make prerequisite)
-    _write_if_changed(state / "pipeline.yaml", Path(path).read_text())
+    _write_if_changed(state / "pipeline.yaml", Path(path).read_text(), inside=state)
     return makefile
+
+
+def _as_list(value: Any) -> list[Any]:
+    return [] if value is None else value if isinstance(value, list) else [value]
 
 
 def stamp(result_json: str | Path, id_file: str | Path) -> str:

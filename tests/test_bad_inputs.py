@@ -109,8 +109,10 @@ CASES = [
      ["'rollout.prompts_per_step'", ">= 1"]),
     ("sft-invalid-data", ["sft", "--data", "{bad_sft}", "--model", str(TOY), "--max-steps", "1"], 3,
      ["bad_sft.jsonl, row 1, field 'prompt'"]),
-    ("rl-grader-stdlib", ["rl", "--data", "{data}", "--model", "m", "--set", "grading.grader=os:system"], 2,
-     ["'os' is a standard-library module"]),
+    ("rl-grader-stdlib", ["rl", "--data", "{data}", "--model", "m", "--set", "grading.grader=os:system",
+                           "--trust-grader-code"], 2, ["'os' is a standard-library module"]),
+    ("rl-grader-untrusted", ["rl", "--data", "{data}", "--model", "m", "--set", "grading.grader=os:system"], 2,
+     ["'os:system' is a module path", "--trust-grader-code"]),
     ("rl-lr-inf", ["rl", "--data", "{data}", "--model", "m", "--set", "optim.lr=.inf"], 2,
      ["'optim.lr'", "not a finite number"]),
     ("yaml-not-utf8", ["passrate", "--data", "{data}", "--model", "m", "--config", "{latin1}"], 2,
@@ -200,7 +202,7 @@ def test_a_grader_that_fails_on_most_samples_fails_the_stage(tmp_path, files):
         {"problem_id": pid, "sample_idx": i, "response": "\\boxed{2}"} for pid in ("p1", "p2") for i in range(2)
     ])  # fmt: skip
     args = ["passrate", "--data", str(files["data"]), "--backend", "replay", "--set", f"replay_file={replay}",
-            "-k", "2", "--grader", f"{__name__}:broken_grader"]  # fmt: skip
+            "-k", "2", "--grader", f"{__name__}:broken_grader", "--trust-grader-code"]  # fmt: skip
     result = CliRunner().invoke(app, ["--artifacts-root", str(tmp_path / "artifacts"), *args])
     text = " ".join(result.output.split())
     assert result.exit_code == 1, text
@@ -215,7 +217,7 @@ def test_a_grader_that_fails_on_most_samples_fails_the_stage(tmp_path, files):
      ("ares_cli.grading.extract:extract_boxed", "cannot be called as fn(gold, response)")],
 )  # fmt: skip
 def test_callables_that_are_not_graders_are_refused_up_front(tmp_path, files, grader, fragment):
-    args = ["eval", "--data", str(files["data"]), "--model", "m", "--grader", grader]
+    args = ["eval", "--data", str(files["data"]), "--model", "m", "--grader", grader, "--trust-grader-code"]
     result = CliRunner().invoke(app, ["--artifacts-root", str(tmp_path / "artifacts"), *args])
     assert result.exit_code == 2 and fragment in " ".join(result.output.split())
     assert not (tmp_path / "artifacts").exists() or not list((tmp_path / "artifacts").rglob("*.partial"))

@@ -90,9 +90,9 @@ def test_registry_duplicate_and_bad_targets():
     with pytest.raises(UsageError, match="module-level"):
         GraderRegistry().register("lam", lambda g, r: True)
     with pytest.raises(UsageError, match="no attribute"):
-        resolve_grader(f"{__name__}:missing_function")
+        resolve_grader(f"{__name__}:missing_function", trust_code=True)
     with pytest.raises(UsageError, match="cannot import"):
-        resolve_grader("no_such_module_xyz:fn")
+        resolve_grader("no_such_module_xyz:fn", trust_code=True)
 
 
 def test_builtin_labels():
@@ -174,7 +174,7 @@ def test_grinding_expression_is_bounded(mv_pool):
 
 @pytest.fixture(scope="module")
 def scripted_pool():
-    with GradingPool(f"{__name__}:scripted_grader", workers=2, timeout_s=1.0) as pool:
+    with GradingPool(f"{__name__}:scripted_grader", workers=2, timeout_s=1.0, trust_code=True) as pool:
         yield pool
 
 
@@ -203,7 +203,7 @@ def test_worker_death_is_error_and_pool_recovers(scripted_pool):
 
 @pytest.mark.timeout(120)
 def test_never_returning_grader_hits_the_limit():
-    with GradingPool(f"{__name__}:never_returns", workers=1, timeout_s=0.5) as pool:
+    with GradingPool(f"{__name__}:never_returns", workers=1, timeout_s=0.5, trust_code=True) as pool:
         res = pool.grade([("1", r"\boxed{1}"), ("2", r"\boxed{2}"), ("3", r"\boxed{3}")])
     assert [r.grade for r in res] == ["timeout"] * 3
 

@@ -13,7 +13,7 @@ from ares_cli.errors import StageFailure, UsageError
 GRADER = "test_rl_graders:parity_grade"  # tests/ is on sys.path under pytest; workers inherit it
 TINY = ["steps=2", "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=10",
         "optim.mini_batch_size=1", "optim.micro_batch_size=3", "optim.lr=1e-3", "grading.workers=1",
-        f"grading.grader={GRADER}", "val.every=0", "reward.overlong_buffer=4", "save_every=0"]  # fmt: skip
+        f"grading.grader={GRADER}", "grading.trust_grader_code=true", "val.every=0", "reward.overlong_buffer=4", "save_every=0"]  # fmt: skip
 
 
 def _cfg(*sets: str):

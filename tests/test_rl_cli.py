@@ -11,7 +11,7 @@ def test_rl_command_artifact_and_up_to_date(tiny_model_dir, tmp_path):
     args = ("rl", "--model", str(tiny_model_dir), "--data", "toy-train", "--val-data", "toy-val", "--algo", "grpo",
             "--steps", "1", "--set", "data_limit=8", "--set", "val.limit=2", "--set", "rollout.prompts_per_step=2",
             "--set", "rollout.group_size=2", "--set", "rollout.max_new_tokens=6", "--set", "optim.mini_batch_size=2",
-            "--set", "grading.workers=1", "--set", "grading.grader=tests.test_rl_graders:parity_grade")  # fmt: skip
+            "--trust-grader-code", "--set", "grading.workers=1", "--set", "grading.grader=tests.test_rl_graders:parity_grade")  # fmt: skip
     first = run_ares(*args, root=tmp_path)
     path = first.stdout.strip()
     manifest = json.loads(open(f"{path}/manifest.json").read())

@@ -34,7 +34,7 @@ if __name__ == "__main__":
 """
 SETS = ["algo=grpo", "steps=2", "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=10",
         "optim.mini_batch_size=2", "optim.micro_batch_size=2", "optim.lr=1e-3", "grading.workers=1",
-        "grading.grader=test_rl_graders:parity_grade", "save_every=0"]  # fmt: skip
+        "grading.grader=test_rl_graders:parity_grade", "grading.trust_grader_code=true", "save_every=0"]  # fmt: skip
 
 
 def _run(tmp_path, model, out, sets, world):

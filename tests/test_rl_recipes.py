@@ -15,7 +15,8 @@ TOY = sorted(p.stem for p in RECIPES if p.stem.startswith("toy-"))
 # one tiny step: the recipe's own algorithm settings, rollout and batch shrunk (as tests/test_rl.py does)
 TINY = ["steps=1", "save_every=0", "val.every=0", "rollout.prompts_per_step=2", "rollout.group_size=4",
         "rollout.max_new_tokens=10", "optim.mini_batch_size=1", "optim.micro_batch_size=3", "grading.workers=1",
-        "grading.grader=test_rl_graders:parity_grade", "reward.overlong_buffer=4"]  # fmt: skip
+        "grading.grader=test_rl_graders:parity_grade", "grading.trust_grader_code=true",
+        "reward.overlong_buffer=4"]  # fmt: skip
 
 # ablation recipe -> (full recipe, the only config keys it changes)
 ABLATIONS = {

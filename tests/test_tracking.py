@@ -115,7 +115,7 @@ def test_other_ranks_log_nothing(tmp_path):
 ARGS = ("rl", "--data", "toy-train", "--val-data", "toy-val", "--algo", "grpo", "--steps", "2",
         "--set", "data_limit=8", "--set", "val.limit=2", "--set", "rollout.prompts_per_step=2",
         "--set", "rollout.group_size=2", "--set", "rollout.max_new_tokens=6", "--set", "optim.mini_batch_size=2",
-        "--set", "grading.workers=1", "--set", "grading.grader=tests.test_rl_graders:parity_grade")  # fmt: skip
+        "--set", "grading.workers=1", "--set", "grading.grader=tests.test_rl_graders:parity_grade", "--trust-grader-code")  # fmt: skip
 
 
 def test_cli_trackers_leave_a_verifiable_artifact(tiny_model_dir, tmp_path, monkeypatch):

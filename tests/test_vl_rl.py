@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 GRADER = "test_rl_graders:parity_grade"
 TINY = ["steps=1", "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=8",
         "optim.mini_batch_size=2", "optim.micro_batch_size=3", "optim.lr=1e-3", "grading.workers=1",
-        f"grading.grader={GRADER}", "val.every=0", "save_every=0", "rollout.min_pixels=784",
+        f"grading.grader={GRADER}", "grading.trust_grader_code=true", "val.every=0", "save_every=0", "rollout.min_pixels=784",
         "rollout.max_pixels=3136"]  # fmt: skip
 
 

@@ -20,7 +20,7 @@ def hangs_when_marked(gold: str, response: str) -> bool:
 
 @pytest.fixture
 def pool():
-    with GradingPool(f"{__name__}:hangs_when_marked", workers=1, timeout_s=0.4) as p:
+    with GradingPool(f"{__name__}:hangs_when_marked", workers=1, timeout_s=0.4, trust_code=True) as p:
         sent: list[tuple[str, str]] = []
         run = p.run
 

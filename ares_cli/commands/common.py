@@ -36,7 +36,16 @@ PromptTemplate = Annotated[
 ]  # noqa: E501
 Limit = Annotated[int | None, typer.Option(help="Only the first N problems.", rich_help_panel=SAMPLING)]
 Grader = Annotated[
-    str | None, typer.Option(help="Grader name or module:function.", rich_help_panel="Grading")
+    str | None,
+    typer.Option(help="Grader name, or module:function with --trust-grader-code.", rich_help_panel="Grading"),
+]
+TrustGraderCode = Annotated[
+    bool | None,
+    typer.Option(
+        "--trust-grader-code",
+        help="Allow a module:function grader: import and run that module's code. Never set by a file.",
+        rich_help_panel="Grading",
+    ),
 ]
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ares_cli.commands.common import ConfigFile, Force, SetPairs, sampling_flags
+from ares_cli.commands.common import ConfigFile, Force, SetPairs, TrustGraderCode, sampling_flags
 from ares_cli.console import emit, options
 
 
@@ -33,6 +33,7 @@ def command(
     size: Annotated[int | None, typer.Option(help="Total examples, split evenly over brackets.")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampling seed.")] = None,
     grader: Annotated[str, typer.Option(help="Grader for responses without 'correct'.")] = "math_verify",
+    trust_grader_code: TrustGraderCode = None,
     config: ConfigFile = None,
     set_: SetPairs = None,
     force: Force = False,
@@ -56,6 +57,7 @@ def command(
         data=data,
         tokenizer=tokenizer,
         grader=grader,
+        trust_grader_code=bool(trust_grader_code),
         force=force,
         log=lambda m: opts.log(m),
     )

@@ -19,6 +19,7 @@ from ares_cli.commands.common import (
     SystemPrompt,
     Temperature,
     TopP,
+    TrustGraderCode,
     sampling_flags,
 )
 from ares_cli.console import emit, options
@@ -57,6 +58,7 @@ def command(
     prompt_template: PromptTemplate = None,
     limit: Limit = None,
     grader: Grader = None,
+    trust_grader_code: TrustGraderCode = None,
     config: ConfigFile = None,
     set_: SetPairs = None,
     force: Force = False,
@@ -68,7 +70,8 @@ def command(
     opts = options(ctx)
     flags = eval_flags(bench=bench, k=k, backend=backend, temperature=temperature, top_p=top_p,
                        max_new_tokens=max_new_tokens, seed=seed, system_prompt=system_prompt,
-                       prompt_template=prompt_template, limit=limit, grader=grader)  # fmt: skip
+                       prompt_template=prompt_template, limit=limit, grader=grader,
+                       trust_grader_code=trust_grader_code)  # fmt: skip
     if suite is not None:
         _run_suite(opts, suite, model=model, bench=bench, data=data, replay=from_samples or regrade,
                    config=config, sets=set_, flags=flags, force=force)  # fmt: skip
@@ -102,12 +105,14 @@ def eval_flags(*, bench, **values) -> dict:
     return sampling_flags(benches=bench or None, **values)
 
 
-def resolve_config(*, config, set_, flags: dict, base: dict | None = None):
-    """The EvalConfig of these options: defaults < a suite's settings < --config < --set < flags."""
+def resolve_config(*, config, set_, flags: dict, base: dict | None = None, base_file=None):
+    """The EvalConfig of these options: defaults < a suite's settings (read from ``base_file``) < --config <
+    --set < flags."""
     from ares_cli import config as cfgmod
     from ares_cli.stages.evaluate import EvalConfig
 
-    return cfgmod.resolve(EvalConfig, yaml_path=config, sets=set_, flags=flags, section="eval", base=base)
+    return cfgmod.resolve(EvalConfig, yaml_path=config, sets=set_, flags=flags, section="eval", base=base,
+                          base_file=base_file)  # fmt: skip
 
 
 def suite_spec(name, *, model, bench, data, replay, flags):
@@ -150,7 +155,7 @@ def _run_suite(opts, name, *, model, bench, data, replay, config, sets, flags, f
     from ares_cli.store.artifacts import ArtifactStore
 
     spec = suite_spec(name, model=model, bench=bench, data=data, replay=replay, flags=flags)
-    cfg = resolve_config(config=config, set_=sets, flags=flags, base=spec.eval)
+    cfg = resolve_config(config=config, set_=sets, flags=flags, base=spec.eval, base_file=spec.path)
     run, table, evals, reused = run_suite(
         ArtifactStore(opts.artifacts_root), spec, model=model, cfg=cfg, force=force, log=lambda m: opts.log(m)
     )

@@ -19,6 +19,7 @@ from ares_cli.commands.common import (
     SystemPrompt,
     Temperature,
     TopP,
+    TrustGraderCode,
     sampling_flags,
 )
 from ares_cli.console import emit, options
@@ -47,6 +48,7 @@ def passrate_command(
     prompt_template: PromptTemplate = None,
     limit: Limit = None,
     grader: Grader = None,
+    trust_grader_code: TrustGraderCode = None,
     config: ConfigFile = None,
     set_: SetPairs = None,
     force: Force = False,
@@ -62,7 +64,8 @@ def passrate_command(
         raise UsageError("--data is required")
     cfg = resolve_config(k=k, shard=shard, backend=backend, temperature=temperature, top_p=top_p,
                          max_new_tokens=max_new_tokens, seed=seed, system_prompt=system_prompt,
-                         prompt_template=prompt_template, limit=limit, grader=grader, config=config, set_=set_)  # fmt: skip
+                         prompt_template=prompt_template, limit=limit, grader=grader, trust_grader_code=trust_grader_code,
+                         config=config, set_=set_)  # fmt: skip
     with opts.progress("passrate", unit="problems") as progress:
         run, stats = run_passrate(
             ArtifactStore(opts.artifacts_root),

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from ares_cli.commands.common import TrustGraderCode
 from ares_cli.commands.training_stage import run_training_stage
 from ares_cli.console import options
 from ares_cli.errors import UsageError
@@ -88,6 +89,7 @@ def command(
         str,
         typer.Option("--report-to", help=REPORT_TO_HELP, rich_help_panel=PANEL_IO),
     ] = "jsonl",
+    trust_grader_code: TrustGraderCode = None,
 ) -> None:
     """RL: AEPO / PAEC / GRPO / DAPO / ...; checkpoints, metrics.jsonl and the final model."""
     import torch
@@ -102,7 +104,7 @@ def command(
     prepared = prepare(opts, model=model, data=data, algo=algo, val_data=val_data, steps=steps,
                        deepspeed=deepspeed, config=config, sets=sets, force=force, resume=resume,
                        report_to=report_to, world_size=distributed.launched_ranks(),
-                       on_gpu=torch.cuda.is_available())  # fmt: skip
+                       on_gpu=torch.cuda.is_available(), trust_grader_code=trust_grader_code)  # fmt: skip
     cfg, train, val, model_path = prepared.cfg, prepared.train, prepared.val, prepared.model_path
     budget, inputs = prepared.budget, prepared.inputs
     store = ArtifactStore(opts.artifacts_root)
@@ -142,7 +144,7 @@ def _recording(outcome, budget):
 
 def prepare(opts, *, model, data, algo=None, val_data=None, steps=None, deepspeed=None, config=None, sets=None,
             force=False, resume=False, report_to="jsonl", world_size=1, on_gpu=False, checks=None,
-            hash_inputs=True, on_config=None):  # fmt: skip
+            hash_inputs=True, on_config=None, trust_grader_code=None):  # fmt: skip
     """Every check ``ares rl`` makes before it opens its artifact, for ``world_size`` ranks (the stage runs
     it strictly; ``ares plan rl`` with a collecting checklist and no input hashing)."""
     from ares_cli.stages.checklist import Checklist
@@ -152,7 +154,8 @@ def prepare(opts, *, model, data, algo=None, val_data=None, steps=None, deepspee
 
     checks = checks or Checklist()
     checks.run("options", lambda: _check_options(force, resume, report_to, tracking))
-    flags = {"algo": algo, "steps": steps, "optim.deepspeed": str(deepspeed) if deepspeed else None}
+    flags = {"algo": algo, "steps": steps, "optim.deepspeed": str(deepspeed) if deepspeed else None,
+             "grading.trust_grader_code": trust_grader_code}  # fmt: skip
     return prepare_rl(ArtifactStore(opts.artifacts_root), model=model, data=data, val_data=val_data,
                       yaml_path=config, sets=sets, flags=flags, world_size=world_size, on_gpu=on_gpu,
                       checks=checks, hash_inputs=hash_inputs, on_config=on_config)  # fmt: skip

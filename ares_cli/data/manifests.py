@@ -12,7 +12,7 @@ Schema (unknown keys are errors)::
     expected_rows: 500              # optional; a mismatch is an error
     source_label: math500           # the records' ``source`` (default: name)
     difficulty_field: level         # optional column copied to meta.difficulty
-    grader: math                    # math (default) | choice | boxed_int | module:function
+    grader: math                    # a registered name: math (default) | choice | boxed_int | entry point
     subset: {problem_version: Vision Only}   # optional: keep only rows whose columns equal these values
     aggregate: {kind: worst_case, group: qid}  # optional benchmark score (ares_cli.scoring.aggregations)
 
@@ -194,8 +194,10 @@ def parse_manifest(path: str | Path) -> Manifest:
         except ValueError as exc:
             err("difficulty_field", str(exc))
     grader = doc.get("grader")
-    if grader is not None and (not isinstance(grader, str) or not grader.strip()):
-        err("grader", "must be a grader name (math, choice, boxed_int) or 'module:function'")
+    if grader is not None:
+        message = _grader_problem(grader)
+        if message:
+            err("grader", message)
     subset = doc.get("subset")
     if subset is not None and (not isinstance(subset, dict) or not subset):
         err("subset", "must be a non-empty mapping of column: value")
@@ -214,6 +216,24 @@ def parse_manifest(path: str | Path) -> Manifest:
         expected_rows=expected, source_label=label, path=path, grader=grader, subset=subset,
         aggregate=aggregate,
     )  # fmt: skip
+
+
+def _grader_problem(grader: Any) -> str | None:
+    """Why ``grader`` cannot be a manifest's grader, or None. A manifest is data that people share: it
+    names a registered grader (a built-in or an installed ``ares.graders`` entry point), never a module to
+    import, since importing one runs its code. Nothing is imported here."""
+    from ares_cli.grading.registry import ENTRY_POINT_GROUP, TRUST_FLAG, default_registry, is_registered
+
+    names = ", ".join(default_registry().names())
+    if not isinstance(grader, str) or not grader.strip():
+        return f"must be a registered grader name ({names}), got {grader!r}"
+    if is_registered(grader):
+        return None
+    return (
+        f"{grader!r} is not a registered grader: a manifest may name only {names} or an installed "
+        f"'{ENTRY_POINT_GROUP}' entry point, never a module path (it would run code); a custom grader is "
+        f"given on the command line (--grader module:function {TRUST_FLAG})"
+    )
 
 
 def _string(doc: dict, key: str, err) -> str | None:

@@ -97,22 +97,26 @@ class JudgedGrading:
         return self.pool.equivalence_classes_batch(groups, **kwargs)
 
 
-def grader_label(grader: str) -> str:
-    """The provenance label of a grader name (its version included), for a stage's cache key."""
+def grader_label(grader: str, *, trust_code: bool = False) -> str:
+    """The provenance label of a grader name (its version included), for a stage's cache key
+    (``trust_code``: the user's ``--trust-grader-code``, for a module path)."""
     from ares_cli.grading.judge import PROMPT_VERSION
     from ares_cli.grading.registry import resolve_grader
 
     parsed = parse_judge_grader(grader)
     if parsed is None:
-        return resolve_grader(grader).label
+        return resolve_grader(grader, trust_code=trust_code).label
     judge = f"judge-p{PROMPT_VERSION}"
     return judge if parsed.rules is None else f"{rules_spec(parsed).label}+{judge}"
 
 
-def open_grading(grader: str, *, workers: int, timeout_s: float, judge: Judge | None):
-    """A GradingPool for a rule grader, a JudgedGrading for a judge grader (which needs ``judge``)."""
+def open_grading(
+    grader: str, *, workers: int, timeout_s: float, judge: Judge | None, trust_code: bool = False
+):
+    """A GradingPool for a rule grader (``trust_code``: a module path is allowed, the user's
+    ``--trust-grader-code``), a JudgedGrading for a judge grader (which needs ``judge``)."""
     if parse_judge_grader(grader) is None:
-        return GradingPool(grader, workers=workers, timeout_s=timeout_s)
+        return GradingPool(grader, workers=workers, timeout_s=timeout_s, trust_code=trust_code)
     if judge is None:
         raise UsageError(f"grader {grader!r} needs a judge (ares_cli.stages.judging.prepare_judge)")
     return JudgedGrading(grader, judge, workers=workers, timeout_s=timeout_s)

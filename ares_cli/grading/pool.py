@@ -49,6 +49,9 @@ class _Worker:
 class GradingPool:
     """Context manager running one grader in ``workers`` processes.
 
+    ``grader``: a registered name (``registry``: default the built-ins) or installed entry point; a
+    ``module:function`` path only with ``trust_code`` (the user's opt-in: importing it runs its code).
+
     ``timeout_s`` is the hard per-sample limit; a soft in-worker alarm fires at ``soft_fraction`` of it so
     ordinary slow samples do not cost a process restart.
     """
@@ -60,6 +63,7 @@ class GradingPool:
         timeout_s: float = 10.0,
         *,
         registry: GraderRegistry | None = None,
+        trust_code: bool = False,
         cache: GradeCache | None = None,
         soft_fraction: float = 0.8,
         start_timeout_s: float = 120.0,
@@ -70,7 +74,7 @@ class GradingPool:
             raise UsageError(f"grading workers must be >= 1, got {workers}")
         if timeout_s <= 0:
             raise UsageError(f"grading timeout_s must be > 0, got {timeout_s}")
-        self.spec = resolve_grader(grader, registry)
+        self.spec = resolve_grader(grader, registry, trust_code=trust_code)
         self._extract = load_target(self.spec.extractor) if self.spec.extractor else None
         self.n_workers, self.timeout_s = workers, float(timeout_s)
         self.soft_s = max(1e-3, self.timeout_s * soft_fraction)

@@ -1,7 +1,11 @@
-"""Grader registry: built-ins by name, custom graders as ``module:function`` import paths.
+"""Grader registry: built-ins by name, installed ``ares.graders`` entry points by name, and custom graders
+as ``module:function`` import paths, which only the user's explicit opt-in (``--trust-grader-code``) allows.
 
-Every grader is identified by an import path so spawned worker processes can load it themselves.
-A custom grader has the signature ``fn(gold: str, response: str) -> bool | grade string``.
+Every grader is identified by an import path so spawned worker processes can load it themselves; the path
+is checked against the object it reaches (:func:`load_target`), not as a string. Data (a dataset manifest,
+a stored artifact, a shared pipeline) may name graders only by name (:func:`is_registered`): naming a
+module would run its code. A custom grader has the signature ``fn(gold: str, response: str) -> bool |
+grade string``.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import hashlib
 import importlib
 import inspect
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -20,7 +25,8 @@ from ares_cli.grading.math_grader import RULES_VERSION
 
 __all__ = [
     "GraderFn", "GraderSpec", "load_target", "builtin_specs", "ALIASES", "GraderRegistry",
-    "default_registry", "resolve_grader"
+    "default_registry", "resolve_grader", "is_registered", "installed_graders", "ENTRY_POINT_GROUP",
+    "TRUST_FLAG"
 ]  # fmt: skip
 
 GraderFn = Callable[[str, str], object]
@@ -54,11 +60,31 @@ class GraderSpec:
         return f"{self.name}=={self.version}"
 
 
-def load_target(target: str) -> GraderFn:
-    """Import ``module:function`` (dotted attributes allowed after the colon); raise UsageError if missing."""
+def split_target(target: str) -> tuple[str, str]:
+    """``"pkg.mod:fn"`` → ("pkg.mod", "fn"): dotted identifiers on both sides, else a UsageError."""
     module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
+    if not sep or not _dotted_identifier(module_name) or not _dotted_identifier(attr):
         raise UsageError(f"grader {target!r} is not of the form 'module:function'")
+    return module_name, attr
+
+
+def _dotted_identifier(text: str) -> bool:
+    return bool(text) and all(part.isidentifier() for part in text.split("."))
+
+
+def load_target(target: str) -> GraderFn:
+    """Import ``module:function`` and return the function, checked as the object that will be called.
+
+    The object must be a Python function defined in the named module under the named path (its
+    ``__module__`` and ``__qualname__``), so an attribute path cannot walk out of the module it names
+    (``rich:os.execlp`` reaches ``os.execlp``, defined in ``os``: refused); standard-library modules
+    and functions that cannot be called as ``fn(gold, response)`` are refused too (UsageError).
+    Importing runs the module's code: callers decide first whether the path is trusted
+    (:meth:`GraderRegistry.resolve`).
+    """
+    module_name, attr = split_target(target)
+    if module_name.split(".")[0] in sys.stdlib_module_names:
+        raise UsageError(f"grader {target!r}: {module_name!r} is a standard-library module, not a grader")
     try:
         obj: object = importlib.import_module(module_name)
     except ImportError as e:
@@ -67,27 +93,28 @@ def load_target(target: str) -> GraderFn:
         if not hasattr(obj, part):
             raise UsageError(f"grader {target!r}: module {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
-    if not callable(obj):
-        raise UsageError(f"grader {target!r} is not callable")
-    _check_grader(target, module_name, obj)
+    _check_grader(target, module_name, attr, obj)
     return obj  # type: ignore[return-value]
 
 
-def _check_grader(target: str, module_name: str, fn: object) -> None:
-    """Refuse what cannot be a grader: standard-library callables (``os:system`` would grade every sample
-    ``error``, or worse, run it) and functions that cannot be called as ``fn(gold, response)``."""
-    import sys
-
-    if module_name.split(".")[0] in sys.stdlib_module_names:
-        raise UsageError(f"grader {target!r}: {module_name!r} is a standard-library module, not a grader")
+def _check_grader(target: str, module_name: str, attr: str, fn: object) -> None:
+    """Refuse an object that is not a function defined at ``module_name:attr``, or that cannot be
+    called as ``fn(gold, response)``."""
+    if not inspect.isfunction(fn):
+        kind = "not callable" if not callable(fn) else f"a {type(fn).__name__}, not a Python function"
+        raise UsageError(f"grader {target!r} is {kind}")
+    where = f"{fn.__module__}.{fn.__qualname__}"
+    if fn.__module__ != module_name or fn.__qualname__ != attr:
+        raise UsageError(
+            f"grader {target!r} reaches {where}, which is not defined in {module_name!r}: a grader path "
+            "must name a function where it is defined"
+        )
     try:
-        signature = inspect.signature(fn)  # type: ignore[arg-type]
-    except (TypeError, ValueError):  # some C callables have none: let the workers find out
-        return
-    try:
-        signature.bind("gold", "response")
+        inspect.signature(fn).bind("gold", "response")
     except TypeError:
-        raise UsageError(f"grader {target!r} cannot be called as fn(gold, response): {signature}") from None
+        raise UsageError(
+            f"grader {target!r} cannot be called as fn(gold, response): {inspect.signature(fn)}"
+        ) from None
 
 
 def _source_version(fn: GraderFn) -> str:
@@ -110,7 +137,8 @@ def _target_of(fn: GraderFn) -> str:
 
 def builtin_specs() -> list[GraderSpec]:
     """The built-in graders: ``math_verify`` (alias ``math``: math-verify with the project's rules,
-    :mod:`ares_cli.grading.math_grader`), ``boxed_int`` and ``choice``."""
+    :mod:`ares_cli.grading.math_grader`), ``boxed_int``, ``choice`` and ``exact_match`` (short free-text
+    answers on the full response, :mod:`ares_cli.grading.text`)."""
     return [
         GraderSpec(
             "math_verify",
@@ -129,11 +157,14 @@ def builtin_specs() -> list[GraderSpec]:
             extractor="ares_cli.grading.choice:extract_for_gold",
             with_options=True,
         ),
+        GraderSpec("exact_match", "ares_cli.grading.text:exact_match_grade", f"ares-{__version__}"),
     ]
 
 
 ALIASES = {"math": "math_verify"}
 JUDGE_NAME = re.compile(r"^(?:(?P<rules>[A-Za-z_][\w.]*)\+)?judge(?::(?P<model>.+))?$")  # grading.judge
+ENTRY_POINT_GROUP = "ares.graders"
+TRUST_FLAG = "--trust-grader-code"
 
 
 class GraderRegistry:
@@ -166,8 +197,12 @@ class GraderRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._specs
 
-    def resolve(self, grader: str | GraderSpec) -> GraderSpec:
-        """A registered name, a ``module:function`` import path, or an already resolved spec."""
+    def resolve(self, grader: str | GraderSpec, *, trust_code: bool = False) -> GraderSpec:
+        """A registered name, an installed ``ares.graders`` entry point, an already resolved spec, or
+        (only with ``trust_code``: the user's opt-in) a ``module:function`` import path.
+
+        Nothing is imported for an untrusted path: importing a module runs its code.
+        """
         if isinstance(grader, GraderSpec):
             return grader
         grader = ALIASES.get(grader, grader)
@@ -178,13 +213,55 @@ class GraderRegistry:
                 f"grader {grader!r} asks a judge model: it grades in ares eval and ares passrate "
                 "(ares_cli.grading.judged), not in grading workers"
             )
+        installed = installed_graders()
+        if grader in installed:
+            return self._add(_entry_point_spec(grader, installed[grader]))
         if ":" in grader:
+            split_target(grader)
+            if not trust_code:
+                raise UsageError(
+                    f"grader {grader!r} is a module path: importing it runs that module's code, so it is "
+                    f"used only with {TRUST_FLAG} on the command line (or install it as an "
+                    f"'{ENTRY_POINT_GROUP}' entry point and name it)"
+                )
             return GraderSpec(grader, grader, _source_version(load_target(grader)), extract=False)
-        valid = ", ".join(self.names())
+        valid = ", ".join(sorted({*self.names(), *installed}))
         raise UsageError(
-            f"unknown grader {grader!r}; valid graders: {valid}, judge, judge:MODEL, RULES+judge "
-            "(or a custom 'module:function')"
+            f"unknown grader {grader!r}; valid graders: {valid}, judge, judge:MODEL, RULES+judge (or a "
+            f"custom 'module:function' with {TRUST_FLAG})"
         )
+
+
+def installed_graders() -> dict[str, str]:
+    """Graders that installed packages declare as ``ares.graders`` entry points: name → ``module:attr``
+    (read from package metadata; nothing is imported)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: f"{ep.module}:{ep.attr}" for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _entry_point_spec(name: str, value: str) -> GraderSpec:
+    """Load an installed entry point's object and name it by where it is defined (workers import that)."""
+    module_name, attr = split_target(value)
+    try:
+        obj: object = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as e:
+        raise UsageError(f"grader {name!r} (entry point {value!r}): cannot load it ({e})") from e
+    if not inspect.isfunction(obj):
+        raise UsageError(f"grader {name!r} (entry point {value!r}) is not a Python function")
+    return GraderSpec(name, _target_of(obj), _source_version(obj), extract=False)
+
+
+def is_registered(name: str, registry: GraderRegistry | None = None) -> bool:
+    """Whether ``name`` is a grader name (built-in, alias, judge, or installed entry point), without
+    importing anything: what a dataset manifest or a stored artifact may name."""
+    name = ALIASES.get(name, name)
+    judged = JUDGE_NAME.match(name)  # judge, judge:MODEL (a model, not code), RULES+judge
+    if judged:
+        return judged["rules"] is None or is_registered(judged["rules"], registry)
+    return name in (registry or default_registry()) or name in installed_graders()
 
 
 def default_registry() -> GraderRegistry:
@@ -192,6 +269,9 @@ def default_registry() -> GraderRegistry:
     return GraderRegistry(builtin_specs())
 
 
-def resolve_grader(grader: str | GraderSpec, registry: GraderRegistry | None = None) -> GraderSpec:
-    """Resolve a grader name/path against ``registry`` (default: the built-ins)."""
-    return (registry or default_registry()).resolve(grader)
+def resolve_grader(
+    grader: str | GraderSpec, registry: GraderRegistry | None = None, *, trust_code: bool = False
+) -> GraderSpec:
+    """Resolve a grader name/path against ``registry`` (default: the built-ins); ``trust_code`` allows a
+    ``module:function`` path (the user's ``--trust-grader-code``)."""
+    return (registry or default_registry()).resolve(grader, trust_code=trust_code)

@@ -1,4 +1,4 @@
-"""Exact-match grading of short free-text answers (BBEH): ``module:function`` grader on the full response.
+"""Exact-match grading of short free-text answers (BBEH): the ``exact_match`` grader, on the full response.
 
 The answer is the last ``\\boxed{}`` content, else the text after the last ``answer is:`` / ``Answer:``
 (BBEH's own instruction), else invalid. Both sides are compared after normalisation: case, surrounding

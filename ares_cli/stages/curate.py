@@ -78,6 +78,7 @@ def complete_candidates(
     grader: str,
     workers: int,
     timeout_s: float,
+    trust_grader_code: bool = False,
 ) -> tuple[list[dict], dict[str, int]]:
     """Fill ``n_tokens`` (tokenizer) and ``correct`` (grading pool) where a candidate row lacks them."""
     needs_tokens = [i for i, c in enumerate(candidates) if "n_tokens" not in c]
@@ -103,7 +104,7 @@ def complete_candidates(
         for i in needs_grade:
             if candidates[i].get("problem_id") not in problems:
                 raise InputError("unknown problem_id", file=source, row=i + 1, field="problem_id")
-        with GradingPool(grader, workers=workers, timeout_s=timeout_s) as pool:
+        with GradingPool(grader, workers=workers, timeout_s=timeout_s, trust_code=trust_grader_code) as pool:
             results = pool.grade(
                 [
                     (problems[candidates[i]["problem_id"]]["answer"], candidates[i]["response"])
@@ -125,10 +126,15 @@ def run_curate(
     data: str | None = None,
     tokenizer: str | None = None,
     grader: str = "math_verify",
+    trust_grader_code: bool = False,
     force: bool = False,
     log: Callable[[str], None] = print,
 ):
-    """Run (or find up to date) a curate stage; returns (StageRun, stats)."""
+    """Run (or find up to date) a curate stage; returns (StageRun, stats). ``trust_grader_code`` allows
+    a ``module:function`` grader (the user's ``--trust-grader-code``)."""
+    from ares_cli.grading.registry import resolve_grader
+
+    resolve_grader(grader, trust_code=trust_grader_code)  # before any input is read
     rates, candidates, problems, inputs = load_inputs(
         store, passrate=passrate, passrates=passrates, responses=responses, data=data
     )
@@ -151,6 +157,7 @@ def run_curate(
         grader=grader,
         workers=2,
         timeout_s=10.0,
+        trust_grader_code=trust_grader_code,
     )
     prompts = {pid: p["problem"] for pid, p in problems.items()}
     examples, stats = curate(rates, candidates, prompts, cfg)

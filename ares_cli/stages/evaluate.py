@@ -188,7 +188,8 @@ def _sample_and_vote(problems, rows, cfg: EvalConfig, model_path, progress, judg
     from ares_cli.grading.judged import open_grading
     from ares_cli.stages.sampling import most_images, open_backend, sample_and_grade
 
-    grading = open_grading(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s, judge=judge)
+    grading = open_grading(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s, judge=judge,
+                           trust_code=cfg.trust_grader_code)  # fmt: skip
     with grading as pool:
         timing = {"generate_s": 0.0, "grade_s": 0.0}
         if not all((p["id"], i) in rows for p in problems for i in range(cfg.k)):

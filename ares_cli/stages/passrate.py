@@ -212,7 +212,8 @@ def run_passrate(
     run = store.open_stage(
         "passrate",
         code_version=CODE_VERSION,
-        config=to_dict(cfg) | {GRADER_LABEL: grader_label(cfg.grader)},  # a new grader re-keys
+        config=to_dict(cfg)
+        | {GRADER_LABEL: grader_label(cfg.grader, trust_code=cfg.trust_grader_code)},  # a new grader re-keys
         inputs=prepared.inputs,
         seeds={"seed": cfg.seed},
         force=force,
@@ -255,7 +256,8 @@ def _sample(problems, rows, cfg: SamplingConfig, model_path, progress, judge=Non
     if all((p["id"], i) in rows for p in problems for i in range(cfg.k)):
         return {"generate_s": 0.0, "grade_s": 0.0, "generated_rows": 0}
     backend = open_backend(cfg, model_path, max_images=most_images(problems))
-    grading = open_grading(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s, judge=judge)
+    grading = open_grading(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s, judge=judge,
+                           trust_code=cfg.trust_grader_code)  # fmt: skip
     with grading as pool:
         return sample_and_grade(problems, rows, cfg=cfg, backend=backend, pool=pool, progress=progress)
 

@@ -44,7 +44,7 @@ class PreparedEval:
             "benches": [f"{p['name']}:{p['k']}" for p in self.benches],
             "graders": {p["name"]: p["grader"] for p in self.benches},
             "grader_labels": {
-                p["name"]: grader_label(p["grader"]) for p in self.benches
+                p["name"]: grader_label(p["grader"], trust_code=self.cfg.trust_grader_code) for p in self.benches
             },  # a new grader re-keys
             "aggregates": {p["name"]: p["aggregate"] for p in self.benches if p["aggregate"]},
         }
@@ -103,7 +103,7 @@ def prepare_eval(
         if loaded is None:
             continue
         checks.run(f"choice golds {plan['name']}",
-                   lambda p=plan, d=loaded: check_golds(d.records, p["grader"], p["source"]))  # fmt: skip
+                   lambda p=plan, d=loaded: check_golds(d.records, p["grader"], p["source"], cfg.trust_grader_code))  # fmt: skip
         if cfg.backend != "replay" and out.model_path is not None:
             checks.run(f"images vs model {plan['name']}",
                        lambda d=loaded: check_image_support(d.records, d.locations, out.model_path))  # fmt: skip
@@ -164,21 +164,7 @@ def bench_plan(store, cfg, *, data, from_samples, regrade) -> list[dict[str, Any
         manifest = store.manifest(directory)
         if manifest["stage"] != "eval":
             raise InputError(f"{manifest['artifact_id']} is not an eval artifact")
-        plans = []
-        earlier = manifest["config"]
-        for spec in earlier["benches"]:
-            name, k = parse_bench(spec, cfg.k)
-            plans.append(
-                {
-                    "name": name,
-                    "k": k,
-                    "source": str(directory / "problems" / f"{name}.jsonl"),
-                    "replay": str(directory / "samples" / f"{name}.jsonl"),
-                    "grader": (earlier.get("graders") or {}).get(name) or earlier.get("grader"),
-                    "aggregate": (earlier.get("aggregates") or {}).get(name),
-                }
-            )
-        return plans
+        return _regrade_plan(directory, manifest, cfg)
     if from_samples is not None:
         if data is None:
             raise UsageError("--from-samples needs --data (the problems the samples answer)")
@@ -211,12 +197,56 @@ def bench_plan(store, cfg, *, data, from_samples, regrade) -> list[dict[str, Any
     return plans
 
 
-def check_golds(problems: list[dict], grader: str, source: str) -> None:
+def _regrade_plan(directory: Path, manifest: dict[str, Any], cfg) -> list[dict[str, Any]]:
+    """The benchmarks of a stored eval, read as data: each name must stay inside the artifact's
+    ``problems/`` and ``samples/``, and each stored grader must be a registered name unless ``--grader``
+    replaces it (a stored module path is not imported)."""
+    from ares_cli.grading.registry import is_registered
+
+    source = directory / "manifest.json"
+    earlier = manifest.get("config") or {}
+    benches = earlier.get("benches")
+    if not isinstance(benches, list) or not all(isinstance(b, str) for b in benches):
+        raise InputError("must be a list of benchmark names", file=source, field="config.benches")
+    plans = []
+    for spec in benches:
+        name, k = parse_bench(spec, cfg.k)
+        if not _safe_name(name):
+            raise InputError(
+                f"benchmark name {name!r} is not a plain file name (it would leave the artifact)",
+                file=source, field="config.benches",
+            )  # fmt: skip
+        grader = (earlier.get("graders") or {}).get(name) or earlier.get("grader")
+        if cfg.grader is None and grader is not None and not is_registered(str(grader)):
+            raise InputError(
+                f"names grader {grader!r}, which is not a registered grader; a stored artifact is data "
+                f"and never names code to import: pass --grader to regrade",
+                file=source, field=f"config.graders.{name}",
+            )  # fmt: skip
+        plans.append(
+            {
+                "name": name,
+                "k": k,
+                "source": str(directory / "problems" / f"{name}.jsonl"),
+                "replay": str(directory / "samples" / f"{name}.jsonl"),
+                "grader": grader,
+                "aggregate": (earlier.get("aggregates") or {}).get(name),
+            }
+        )
+    return plans
+
+
+def _safe_name(name: str) -> bool:
+    """A single path component: no separator, not ``.``/``..``, no NUL (what :func:`bench_name` writes)."""
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
+
+
+def check_golds(problems: list[dict], grader: str, source: str, trust_code: bool = False) -> None:
     """A choice grader needs every gold to name an option: report each one that does not (exit 3)."""
     from ares_cli.grading import resolve_grader
     from ares_cli.grading.judge import parse_judge_grader
 
-    if parse_judge_grader(grader) or not resolve_grader(grader).with_options:
+    if parse_judge_grader(grader) or not resolve_grader(grader, trust_code=trust_code).with_options:
         return
     from ares_cli.errors import InputErrors
     from ares_cli.grading.choice import choice_gold, gold_letter, parse_options

@@ -43,7 +43,11 @@ class SamplingConfig:
     system_prompt: str | None = option(None, "Optional system message.")
     prompt_template: str | None = option(None, "Python format string with {problem} for the user message.")
     stop: list[str] = option([], "Extra stop strings.")
-    grader: str = option("math_verify", "Grader name or module:function.")
+    grader: str = option("math_verify", "Grader name (or module:function with trust_grader_code).")
+    trust_grader_code: bool = option(
+        False, "Allow a module:function grader: import and run that module (command line only).",
+        command_line_only="--trust-grader-code",
+    )  # fmt: skip
     grade_workers: int = option(2, "Grading worker processes.", ge=1, le=256)
     grade_timeout_s: float = option(10.0, "Hard per-sample grading timeout (the worker is killed).", gt=0.0)
     chunk_problems: int = option(32, "Problems generated per batch; rows are written after each chunk.", ge=1)
@@ -67,14 +71,14 @@ class SamplingConfig:
     )
 
     def check(self) -> None:
-        """The grader must resolve (a known name, an importable ``module:function(gold, response)``, or
-        a judge grader with a judge model to ask)."""
+        """The grader must resolve (a known name, a judge grader with a judge model to ask, or with
+        ``trust_grader_code`` an importable ``module:function(gold, response)``)."""
         from ares_cli.grading.registry import resolve_grader
 
         if self.grader and parse_judge_grader(self.grader):
             check_judge_grader(self.grader, self.judge)
         elif self.grader:
-            resolve_grader(self.grader)
+            resolve_grader(self.grader, trust_code=self.trust_grader_code)
 
 
 def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

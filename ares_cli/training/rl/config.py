@@ -15,7 +15,7 @@ from ares_cli.algorithms.aepo import AEPOConfig
 from ares_cli.algorithms.aer import AERConfig
 from ares_cli.algorithms.paec import PAECConfig
 from ares_cli.algorithms.policy_losses import PolicyLossConfig
-from ares_cli.config import load_yaml, option, parse_sets, resolve, to_dict
+from ares_cli.config import load_yaml, option, parse_sets, refuse_command_line_only, resolve, to_dict
 from ares_cli.errors import UsageError
 from ares_cli.models.pixels import MAX_PIXELS, MIN_PIXELS
 from ares_cli.training.rl.branching import BranchingConfig
@@ -204,7 +204,11 @@ class ValConfig:
 
 @dataclass
 class GradingConfig:
-    grader: str = option("math_verify", "Grader name or module:function.")
+    grader: str = option("math_verify", "Grader name (or module:function with trust_grader_code).")
+    trust_grader_code: bool = option(
+        False, "Allow a module:function grader: import and run that module (command line only).",
+        command_line_only="--trust-grader-code",
+    )  # fmt: skip
     workers: int = option(2, "Grading worker processes per rank.", ge=1, le=256)
     timeout_s: float = option(10.0, "Hard per-response grading timeout (the worker is killed).", gt=0.0)
     max_error_rate: float = option(
@@ -213,10 +217,10 @@ class GradingConfig:
     )  # fmt: skip
 
     def check(self) -> None:
-        """The grader must resolve before any rollout (a standard-library callable is refused)."""
+        """The grader must resolve before any rollout (a module path only with ``trust_grader_code``)."""
         from ares_cli.grading.registry import resolve_grader
 
-        resolve_grader(self.grader)
+        resolve_grader(self.grader, trust_code=self.trust_grader_code)
 
 
 @dataclass
@@ -319,6 +323,7 @@ def resolve_rl_config(
 ) -> RLConfig:
     """defaults < preset(algo) < YAML < --set < flags; the algorithm may come from any of the three."""
     layers = [load_yaml(yaml_path, section="rl"), parse_sets(sets or []), _nest(flags or {})]
+    refuse_command_line_only(RLConfig, layers[0], str(yaml_path))
     algo = next((layer["algo"] for layer in reversed(layers) if layer.get("algo") is not None), "grpo")
     if algo not in PRESETS:
         raise UsageError(f"unknown RL algorithm {algo!r}; valid: {', '.join(sorted(PRESETS))}")

@@ -67,8 +67,9 @@ def train_rl(
     stop = min(cfg.steps, cfg.max_steps_this_run or cfg.steps)
 
     with GradingPool(
-        cfg.grading.grader, workers=cfg.grading.workers, timeout_s=cfg.grading.timeout_s
-    ) as pool:
+        cfg.grading.grader, workers=cfg.grading.workers, timeout_s=cfg.grading.timeout_s,
+        trust_code=cfg.grading.trust_grader_code,
+    ) as pool:  # fmt: skip
         if loop.step == 0 and val_problems and 0 not in rows:
             rows.write({"step": 0, **phases.validate(run, pool, loop, 0)})
         eta = ETA(loop.step, stop)
