@@ -438,3 +438,47 @@ def test_only_the_registry_imports_modules_by_name():
             ):  # fmt: skip
                 users.add(path.relative_to(PACKAGE).as_posix())
     assert users <= allowed, users - allowed
+
+
+# -- every other manifest string that becomes a path stays in its root ----------------------------------
+
+
+def test_a_manifest_artifact_id_that_is_a_path_is_corrupt(world, stored_eval):
+    """An artifact id names a directory: a tampered id with separators is a corrupt manifest (exit 4),
+    so nothing globs or joins it into a path (``passrate merge`` re-resolved shards by it)."""
+    root, artifact = stored_eval
+    manifest_file = artifact / "manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    manifest["artifact_id"] = "eval-../../../victim"
+    manifest_file.write_text(json.dumps(manifest))
+    for argv in (["artifacts", "show", str(artifact)], ["passrate", "merge", str(artifact)]):
+        code, text = _invoke(root, *argv)
+        assert code == 4, text
+        assert "is not of the form <stage>-<12 hex digits>" in text
+
+
+def test_lineage_follows_input_ids_inside_the_store_only(world, stored_eval):
+    root, artifact = stored_eval
+    outside = world["tmp"] / "elsewhere" / "eval-000000000000"
+    outside.mkdir(parents=True)
+    (outside / "manifest.json").write_text(json.dumps({"artifact_id": "x"}))
+    manifest_file = artifact / "manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    manifest["inputs"] = [
+        {"role": "a", "path": str(outside), "sha256": "0" * 64, "artifact_id": "../elsewhere"},
+        {"role": "b", "path": str(outside.parent), "sha256": "0" * 64, "artifact_id": "eval-111111111111"},
+    ]
+    manifest_file.write_text(json.dumps(manifest))
+    code, text = _invoke(root, "--json", "artifacts", "lineage", str(artifact))
+    assert code == 0, text
+    tree = json.loads(text)
+    first, second = tree["inputs"]
+    assert "is not of the form" in first["corrupt"] and second["missing"] is True
+
+
+@pytest.mark.parametrize("stage", ["../x", "..", "eval/..", "/etc", ""])
+def test_artifacts_ls_stays_inside_the_root(tmp_path, stage):
+    (tmp_path / "x" / "passrate-000000000000").mkdir(parents=True)
+    code, text = _invoke(tmp_path / "artifacts", "artifacts", "ls", "--stage", stage)
+    assert code == 2, text
+    assert "is not a stage name" in text and "passrate-000000000000" not in text

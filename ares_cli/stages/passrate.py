@@ -264,7 +264,8 @@ def _sample(problems, rows, cfg: SamplingConfig, model_path, progress, judge=Non
 
 def merge_shards(store: ArtifactStore, refs: list[str], *, force: bool = False):
     """Combine ``--shard i/n`` artifacts into one artifact equal in rows to an unsharded run."""
-    manifests = [store.manifest(ref) for ref in refs]
+    directories = [store.resolve(ref) for ref in refs]  # read where the user pointed, never re-resolved
+    manifests = [store.manifest(d) for d in directories]
     for m in manifests:
         if m["stage"] != "passrate" or not m["config"].get("shard"):
             raise InputError(f"{m['artifact_id']} is not a passrate shard")
@@ -279,13 +280,14 @@ def merge_shards(store: ArtifactStore, refs: list[str], *, force: bool = False):
     count = shards[0][1]
     if shards != [(i, count) for i in range(count)]:
         raise InputError(f"shards {[f'{i}/{n}' for i, n in shards]} do not cover 0..{count - 1} of {count}")
-    cfg = PassrateConfig(
-        **{**base, "stop": base.get("stop", []), "judge": JudgeConfig(**base.get("judge", {}))}
-    )
-    inputs = [
-        store.input_ref(f"shard{i}", store.resolve(m["artifact_id"]))
-        for i, m in enumerate(sorted(manifests, key=lambda m: m["config"]["shard"]))
-    ]
+    try:  # the stored config is data: built, never checked (nothing it names is imported)
+        cfg = PassrateConfig(
+            **{**base, "stop": base.get("stop", []), "judge": JudgeConfig(**base.get("judge", {}))}
+        )
+    except TypeError as err:
+        raise InputError(f"{manifests[0]['artifact_id']}: not a passrate config ({err})") from None
+    order = sorted(range(len(manifests)), key=lambda i: manifests[i]["config"]["shard"])
+    inputs = [store.input_ref(f"shard{n}", directories[i]) for n, i in enumerate(order)]
     run = store.open_stage(
         "passrate",
         code_version=CODE_VERSION,
@@ -297,8 +299,7 @@ def merge_shards(store: ArtifactStore, refs: list[str], *, force: bool = False):
     if run.up_to_date:
         return run, store.manifest(run.final_dir)["stats"]
     problems, rows = [], run.rows("samples.jsonl", SAMPLE_KEY)
-    for m in manifests:
-        directory = store.resolve(m["artifact_id"])
+    for directory in directories:
         problems += read_jsonl(directory / "problems.jsonl")
         rows.write([r for r in read_jsonl(directory / "samples.jsonl") if rows.key(r) not in rows])
     problems.sort(key=lambda p: p["id"])

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ares_cli import __version__
-from ares_cli.errors import InputError, IntegrityError, StageLocked, storage_error
+from ares_cli.errors import InputError, IntegrityError, StageLocked, UsageError, storage_error
 from ares_cli.store.hashing import canonical_json, sha256_text, strict_json
 from ares_cli.store.integrity import (
     RECORD_FILE,
@@ -229,6 +229,8 @@ class ArtifactStore:
         if (path / MANIFEST).exists():
             return path
         name = str(ref)
+        if not name or "/" in name or os.sep in name or name.startswith("."):  # a path, not an id
+            raise InputError(f"no complete artifact '{name}' under {self.root}")
         matches = [
             m.parent for m in self.root.glob(f"*/{glob.escape(name)}*/{MANIFEST}")
         ]  # ids, not patterns
@@ -290,7 +292,9 @@ class ArtifactStore:
         self.record.save()
 
     def list(self, stage: str | None = None) -> list[dict[str, Any]]:
-        """Summaries of complete and partial artifacts, newest first."""
+        """Summaries of complete and partial artifacts, newest first (``stage``: one stage's directory)."""
+        if stage is not None and not (stage and stage.replace("_", "").replace("-", "").isalnum()):
+            raise UsageError(f"--stage {stage!r} is not a stage name (letters, digits, '_', '-')")
         entries = []
         pattern = f"{stage}/*" if stage else "*/*"
         for directory in sorted(self.root.glob(pattern)):
@@ -346,13 +350,27 @@ class ArtifactStore:
             child: dict[str, Any] = {"role": item["role"], "path": item["path"], "sha256": item["sha256"]}
             if item.get("artifact_id"):
                 try:
-                    child.update(self.lineage(item["path"]))
+                    child.update(self.lineage(self._input_directory(item)))
                 except InputError:
                     child["missing"] = True
                 except IntegrityError as err:  # a corrupt manifest upstream: shown, the rest still traced
                     child["corrupt"] = str(err)
             node["inputs"].append(child)
         return node
+
+    def _input_directory(self, item: dict[str, Any]) -> Path:
+        """Where a manifest's input artifact lies: by its id in this store, else at its recorded path only
+        when that is a directory named by the id (a manifest's strings never lead anywhere else)."""
+        artifact_id = str(item["artifact_id"])
+        if not is_artifact_id(artifact_id):
+            raise IntegrityError(f"input artifact id {artifact_id!r} is not of the form <stage>-<12 hex>")
+        try:
+            return self.resolve(artifact_id)
+        except InputError:
+            recorded = Path(str(item.get("path", "")))
+            if recorded.name == artifact_id and (recorded / MANIFEST).is_file():
+                return recorded
+            raise
 
     def verify(self, ref: str | Path, *, rehash: bool = True) -> dict[str, Any]:
         """Check every file against the manifest; IntegrityError naming each file that does not match.

@@ -28,7 +28,7 @@ __all__ = [
 
 RECORD_FILE = ".verified.json"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_ARTIFACT_ID = re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{12}")
+_ARTIFACT_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*-[0-9a-f]{12}")
 
 
 def stat_key(stat: os.stat_result) -> list[int]:
@@ -112,6 +112,8 @@ def check_manifest(manifest: Any, path: Path) -> dict[str, Any]:
     for name in ("artifact_id", "stage", "status"):
         if not isinstance(manifest.get(name), str):
             raise bad(f"'{name}' missing or not text")
+    if not is_artifact_id(manifest["artifact_id"]):  # it names a directory: no separator, no '..'
+        raise bad(f"artifact id {manifest['artifact_id']!r} is not of the form <stage>-<12 hex digits>")
     if not manifest["artifact_id"].startswith(manifest["stage"] + "-"):
         raise bad(f"artifact id {manifest['artifact_id']!r} is not of stage {manifest['stage']!r}")
     outputs = manifest.get("outputs")
