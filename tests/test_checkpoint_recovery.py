@@ -50,7 +50,8 @@ def test_the_previous_checkpoint_is_kept_and_every_file_is_listed(tmp_path):
         (lambda d: _truncate(d / "optimizer.rank0.safetensors", 0.9), "optimizer.rank0.safetensors has"),
         (lambda d: (d / "rng.rank0.json").unlink(), "rng.rank0.json missing"),
         (lambda d: (d / "files.rank0.json").write_text("{"), "files.rank0.json missing or unreadable"),
-        (lambda d: (d / "state.json").write_text('{"step": 3'), "state.json missing or unreadable"),
+        (lambda d: (d / "state.json").write_text('{"step": 3'), "state.json does not match its sha256"),
+        (lambda d: (d / "state.json").unlink(), "state.json missing or unreadable"),
         (
             lambda d: _flip(d / "state.json", b'"step": 3', b'"step": 9'),
             "state.json does not match its sha256",

@@ -15,6 +15,21 @@ from ares_cli.console import GlobalOptions, emit
 from ares_cli.errors import StageFailure, UsageError
 
 
+def _check_resumable(store, stage: str, **key: Any) -> None:
+    """``--resume``: a UsageError unless a partial run of this key holds a checkpoint (checked before
+    anything is created, so the message never names a directory the run itself just made)."""
+    final_dir, work_dir = store.stage_dirs(stage, **key)
+    if (final_dir / "manifest.json").is_file():
+        return  # complete: the run answers "up to date"
+    if not work_dir.is_dir():
+        raise UsageError(
+            f"--resume: there is no partial run of this configuration to resume (no {work_dir.name} under "
+            f"{work_dir.parent}); run without --resume to start one"
+        )
+    if not (work_dir / "checkpoints").is_dir():
+        raise UsageError(f"--resume: {work_dir} holds no checkpoint to resume from")
+
+
 def run_training_stage(
     opts: GlobalOptions,
     store,
@@ -35,6 +50,8 @@ def run_training_stage(
     """
     from ares_cli.training import distributed
 
+    if require_checkpoint:
+        _check_resumable(store, stage, code_version=code_version, config=config, inputs=inputs)
     dist = distributed.init_from_env()
     run, info = distributed.open_stage_on_main(
         store, dist, stage, code_version=code_version, config=config, inputs=inputs, seeds={"seed": seed},
@@ -52,8 +69,6 @@ def run_training_stage(
             emit(opts, result)
         return
     try:
-        if require_checkpoint and not (work_dir / "checkpoints").is_dir():
-            raise UsageError(f"--resume: {work_dir} holds no checkpoint to resume from")
         if info["resumed"] and dist.is_main:
             opts.log(f"{stage}: resuming partial artifact {work_dir}")
         outcome = train(work_dir)

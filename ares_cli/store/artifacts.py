@@ -181,10 +181,8 @@ class ArtifactStore:
         force: bool = False,
     ) -> StageRun:
         """Start (or resume) a stage run; ``up_to_date`` is set when a complete artifact has the same key."""
-        key = stage_key(stage, code_version, config, inputs)
-        artifact_id = f"{stage}-{key}"
-        final_dir = self.root / stage / artifact_id
-        work_dir = final_dir.with_name(artifact_id + PARTIAL_SUFFIX)
+        final_dir, work_dir = self.stage_dirs(stage, code_version=code_version, config=config, inputs=inputs)
+        artifact_id = final_dir.name
         run = StageRun(self, stage, artifact_id, final_dir, work_dir, config, code_version, list(inputs))
         run.seeds, run.argv = dict(seeds or {}), list(argv if argv is not None else sys.argv)
         if (final_dir / MANIFEST).exists() and not force:
@@ -221,6 +219,14 @@ class ArtifactStore:
                     shutil.rmtree(child) if child.is_dir() else child.unlink()
         run.resumed = any(child.name != LOCK_FILE for child in work_dir.iterdir())
         return run
+
+    def stage_dirs(
+        self, stage: str, *, code_version: str, config: dict[str, Any], inputs: list[InputRef]
+    ) -> tuple[Path, Path]:
+        """(complete directory, partial directory) a stage run with this key would use; creates nothing."""
+        artifact_id = f"{stage}-{stage_key(stage, code_version, config, inputs)}"
+        final_dir = self.root / stage / artifact_id
+        return final_dir, final_dir.with_name(artifact_id + PARTIAL_SUFFIX)
 
     # ---- lookup -------------------------------------------------------------------------------------
     def resolve(self, ref: str | Path) -> Path:

@@ -8,6 +8,9 @@ with the stat it had when hashed: size, mtime_ns, ctime_ns, inode and device. A 
 unchanged is trusted without re-reading; any write, ``touch``, copy, rename of the file or chmod changes
 the stat, and the file is hashed again. What the record cannot see is a change below the file system
 (bit rot, a disk edited raw) which keeps the stat: ``ares artifacts verify`` always re-hashes for that.
+A forged or edited record is trusted too (it is a cache in the store, not a signature): whoever can write
+``.verified.json`` can write the artifacts, and ``ares artifacts verify`` re-hashes every file whatever
+the record says.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +44,7 @@ class VerificationRecord:
     """sha256 of files by absolute path, trusted only while the file's :func:`stat_key` is unchanged.
 
     ``path=None`` keeps the record in memory only. The file is a cache: unreadable or malformed, it is
-    ignored; unwritable (read-only store), it is not saved. Saving merges with what other processes wrote
+    ignored; unwritable (read-only store), it is not saved (one warning on stderr). Saving merges with what other processes wrote
     since it was read and replaces the file atomically.
     """
 
@@ -48,6 +52,7 @@ class VerificationRecord:
         self.path = path
         self.entries: dict[str, dict[str, Any]] = self._read()
         self._dirty: dict[str, dict[str, Any]] = {}
+        self._warned = False
 
     def _read(self) -> dict[str, dict[str, Any]]:
         if self.path is None:
@@ -86,8 +91,18 @@ class VerificationRecord:
         try:
             tmp.write_text(json.dumps({"files": merged}, sort_keys=True) + "\n", encoding="utf-8")
             os.replace(tmp, self.path)
-        except OSError:  # a read-only or full store still verifies; it only hashes again next time
-            tmp.unlink(missing_ok=True)
+        except OSError as err:  # a read-only or full store still verifies; it only hashes again next time
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:  # unlink on a read-only file system fails even for a missing file
+                pass
+            if not self._warned:
+                self._warned = True
+                print(
+                    f"warning: cannot save the verification record {self.path} ({err.strerror or err}); "
+                    "files are hashed again next time",
+                    file=sys.stderr,
+                )
             return
         self.entries, self._dirty = merged, {}
 

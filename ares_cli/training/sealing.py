@@ -68,10 +68,29 @@ def problems_in(path: Path, world_size: int, *, rehash: bool = True) -> list[str
 
 
 def checkpoint_problems(path: Path) -> list[str]:
-    """Empty when ``path`` is a complete checkpoint whose every file matches the sha256 it was written with."""
+    """Empty when ``path`` is a complete checkpoint whose every file matches the sha256 it was written with.
+
+    ``state.json`` is checked against rank 0's list before anything in it is trusted, and the world size
+    it names must match the rank lists present, so a tampered file cannot send the check over 50 million
+    ranks."""
+    from ares_cli.store.hashing import sha256_file
+
+    listing = path / FILE_LIST.format(rank=0)
     try:
-        meta = json.loads((path / STATE).read_text(encoding="utf-8"))
-        world_size = int(meta["world_size"])
+        entry = json.loads(listing.read_text(encoding="utf-8"))[STATE]
+        digest, size = str(entry["sha256"]), int(entry["bytes"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return [f"{listing.name} missing or unreadable"]
+    state = path / STATE
+    if not state.is_file():
+        return [f"{STATE} missing or unreadable"]
+    if state.stat().st_size != size or sha256_file(state) != digest:
+        return [f"{STATE} does not match its sha256"]
+    try:
+        world_size = json.loads(state.read_text(encoding="utf-8"))["world_size"]
     except (OSError, ValueError, TypeError, KeyError):
         return [f"{STATE} missing or unreadable"]
+    listed = len(list(path.glob(FILE_LIST.format(rank="*"))))
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or not 1 <= world_size <= listed:
+        return [f"{STATE} names world_size {world_size!r}, but {listed} rank file list(s) are present"]
     return problems_in(path, world_size)

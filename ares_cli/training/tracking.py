@@ -77,18 +77,30 @@ def scalars(row: Mapping[str, Any]) -> dict[str, float]:
 
 
 def trim_rows(path: Path, last_step: int) -> None:
-    """Drop rows with ``step > last_step`` (and a torn last line) from a metrics JSONL, atomically."""
+    """Drop rows with ``step > last_step`` (and a torn last line) from a metrics JSONL, atomically.
+
+    A complete row that is not an object with an integer ``step`` is an InputError naming the row (the
+    log was edited or damaged; rerun with ``--force`` to start over)."""
+    from ares_cli.errors import InputError
+
     if not path.exists():
         return
     keep = []
-    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(keepends=True), start=1):
         if not line.endswith("\n"):
             break
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
             break
-        if row["step"] <= last_step:
+        step = row.get("step") if isinstance(row, dict) else None
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise InputError(
+                f"a metric row needs an integer 'step', got {step!r}: the partial run's log is damaged; "
+                "rerun with --force to start over",
+                file=path, row=number, field="step",
+            )  # fmt: skip
+        if step <= last_step:
             keep.append(line)
     tmp = path.with_suffix(".trim")
     tmp.write_text("".join(keep), encoding="utf-8")
