@@ -9,10 +9,13 @@ terminal, the plain lines of a log otherwise (cron, CI, files), nothing with ``-
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+LOG_WIDTH = 10_000  # columns of a console writing to a file or pipe: wide enough for any table
 
 
 @dataclass
@@ -26,11 +29,14 @@ class GlobalOptions:
 
     @property
     def console(self):
-        """A rich console on stderr (plain lines when stderr is not a TTY)."""
+        """A rich console on stderr (plain lines when stderr is not a TTY; then tables are printed at their
+        full width, not cut to 80 columns, unless ``COLUMNS`` sets one)."""
         if self._console is None:
             from rich.console import Console
 
             self._console = Console(stderr=True, highlight=False, soft_wrap=True)
+            if not self._console.is_terminal and not os.environ.get("COLUMNS"):
+                self._console.width = LOG_WIDTH  # a log: tables at full width, never squeezed to 80
         return self._console
 
     def log(self, message: str, *, level: int = 0) -> None:

@@ -83,7 +83,7 @@ def test_comparison_with_a_baseline(tmp_path):
     assert table["models"]["rl"]["vs_baseline"]["delta"] == pytest.approx(1 / 6)
     text = markdown(table)
     assert "Δ vs base (± SE)" in text and "+0.167 ± 0.083" in text
-    with pytest.raises(InputError, match="baseline 'grpo'"):
+    with pytest.raises(UsageError, match="baseline 'grpo'"):
         comparison({"base": base}, baseline="grpo")
 
 
@@ -98,7 +98,7 @@ def test_report_compare_cli_baseline(tmp_path):
     bad = run_ares(
         "report", "compare", f"base={base}", "--baseline", "nope", root=tmp_path / "art", check=False
     )
-    assert bad.returncode == 3 and "baseline 'nope'" in bad.stderr
+    assert bad.returncode == 2 and "baseline 'nope'" in bad.stderr
 
 
 def _compare(tmp_path, *args):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -69,8 +69,8 @@ class CurationConfig:
             raise UsageError("give per_bracket or size, not both")
         for name in ("per_bracket", "size"):
             value = getattr(self, name)
-            if value is not None and value < 0:
-                raise UsageError(f"{name} must be >= 0, got {value}")
+            if value is not None and value < 1:  # 0 would choose nothing and fail after the work
+                raise UsageError(f"{name} must be >= 1, got {value}")
         for name in ("l0_fallback", "l1_fallback"):
             bad = [r for r in getattr(self, name) if r not in FALLBACK_RULES]
             if bad:
@@ -147,7 +147,9 @@ def parse_pass_rates(
         seen.add(pid)
         k = rec.get("k")
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise InputError(f"k must be a positive integer, got {k!r}", **where, field="k")
+            raise InputError(
+                f"k must be a positive integer (brackets are n_correct/k), got {k!r}", **where, field="k"
+            )
         n = rec.get("n_correct")
         p = rec.get("pass_rate")
         if p is not None and (
@@ -168,9 +170,15 @@ def parse_pass_rates(
     return problems
 
 
-def parse_candidates(records: Iterable[Mapping[str, Any] | Candidate]) -> dict[str, list[Candidate]]:
+def parse_candidates(
+    records: Iterable[Mapping[str, Any] | Candidate],
+    *,
+    file: str | Path | None = None,
+    keep: Collection[str] | None = None,
+) -> dict[str, list[Candidate]]:
     """Group candidates by problem_id, sorted by sample_idx. ``correct`` (bool) wins over ``grade``
-    (== "correct"); a missing ``sample_idx`` is the candidate's position among its problem's rows."""
+    (== "correct"); a missing ``sample_idx`` is the candidate's position among its problem's rows.
+    ``keep``: only these problems' rows are read. Errors name ``file`` and the 1-based row."""
     by_problem: dict[str, list[Candidate]] = {}
     for row, rec in enumerate(records, start=1):
         if isinstance(rec, Candidate):
@@ -178,19 +186,27 @@ def parse_candidates(records: Iterable[Mapping[str, Any] | Candidate]) -> dict[s
             continue
         pid = rec.get("problem_id")
         if pid is None:
-            raise InputError("candidate without problem_id", row=row, field="problem_id")
+            raise InputError("candidate without problem_id", file=file, row=row, field="problem_id")
         pid = str(pid)
+        if keep is not None and pid not in keep:
+            continue
         if "correct" in rec:
             correct = bool(rec["correct"])
         elif "grade" in rec:
             correct = rec["grade"] == "correct"
         else:
-            raise InputError("candidate needs 'correct' or 'grade'", row=row, field="correct")
+            raise InputError("candidate needs 'correct' or 'grade'", file=file, row=row, field="correct")
         n_tokens = rec.get("n_tokens")
         if not isinstance(n_tokens, int) or isinstance(n_tokens, bool) or n_tokens < 0:
-            raise InputError(f"n_tokens must be an integer >= 0, got {n_tokens!r}", row=row, field="n_tokens")
+            raise InputError(
+                f"n_tokens must be an integer >= 0, got {n_tokens!r}", file=file, row=row, field="n_tokens"
+            )
         siblings = by_problem.setdefault(pid, [])
         idx = rec.get("sample_idx")
+        if idx is not None and (isinstance(idx, bool) or not isinstance(idx, int)):
+            raise InputError(
+                f"sample_idx must be an integer, got {idx!r}", file=file, row=row, field="sample_idx"
+            )
         siblings.append(
             Candidate(
                 pid,

@@ -16,7 +16,7 @@ def command(
         str | None, typer.Option(help="Passrate artifact: pass rates, samples and problems.")
     ] = None,
     passrates: Annotated[
-        str | None, typer.Option(help="Pass rates JSONL (problem_id, source, pass_rate | n_correct+k).")
+        str | None, typer.Option(help="Pass rates JSONL (problem_id, source, k, and n_correct or pass_rate).")
     ] = None,  # noqa: E501
     responses: Annotated[
         str | None,

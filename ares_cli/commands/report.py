@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -97,10 +98,32 @@ def plot_command(
 
     opts = options(ctx)
     arts = resolve(ArtifactStore(opts.artifacts_root), artifacts)
+    _writable_dir(out, "--out")
     paths = plot_artifacts(arts, out)
     for path in paths:
         opts.log(f"wrote {path}", level=1)
     emit(opts, {"path": str(out), "figures": [str(p) for p in paths]}, text="\n".join(map(str, paths)))
+
+
+def _writable_dir(path: Path, option: str) -> None:
+    """Create ``path`` as a directory now, or a UsageError naming the option (before any figure is drawn)."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{option} {path} is a file; a directory is needed")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"{option} {path}: cannot create the directory ({err.strerror or err})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {path}: the directory is not writable")
+
+
+def _writable_file(path: Path, option: str) -> None:
+    """``path`` can be written as a file (its directory created now), or a UsageError naming the option."""
+    if path.is_dir():
+        raise UsageError(
+            f"{option} {path} is a directory; give the file to write (e.g. {path / 'report.html'})"
+        )
+    _writable_dir(path.parent, f"{option} {path}: its directory")
 
 
 def _is_state_dir(path: Path) -> bool:
@@ -160,7 +183,10 @@ def html_command(
         store = ArtifactStore(opts.artifacts_root)
         run = run_of_artifacts([store.resolve(t) for t in targets])
         page = out or Path("report.html")
-    page, figures = write_report(run, page, page.parent / f"{page.stem}-figures")
+    figures_dir = page.parent / f"{page.stem}-figures"
+    _writable_file(page, "--out")
+    _writable_dir(figures_dir, f"--out {page}: the figures directory")
+    page, figures = write_report(run, page, figures_dir)
     opts.log(
         f"report: {page} ({len(run.stages)} artifacts, {sum(p.suffix == '.png' for p in figures)} figures)"
     )

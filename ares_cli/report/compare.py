@@ -13,6 +13,7 @@ from typing import Any
 
 from ares_cli.data.jsonl import read_jsonl
 from ares_cli.errors import InputError, UsageError
+from ares_cli.report.levels import level_order, level_ranks
 
 
 def average_ranks(values: Sequence[float]) -> list[float]:
@@ -58,7 +59,8 @@ def load_eval(directory: str | Path, bench: str | None = None) -> tuple[str, dic
 
 
 def length_difficulty_spearman(problems: list[dict], samples: list[dict], key: str = "difficulty") -> float:
-    """Spearman correlation between each problem's difficulty and its mean response length."""
+    """Spearman correlation between each problem's difficulty and its mean response length (NaN when a
+    difficulty is a category without an order, :func:`ares_cli.report.levels.level_ranks`)."""
     lengths: dict[str, list[int]] = {}
     for row in samples:
         lengths.setdefault(row["problem_id"], []).append(row["n_tokens"])
@@ -68,9 +70,10 @@ def length_difficulty_spearman(problems: list[dict], samples: list[dict], key: s
         if p["id"] in lengths
     ]
     pairs = [(d, n) for d, n in pairs if d is not None]
-    if len(pairs) < 2:
+    ranks = level_ranks(d for d, _ in pairs)
+    if len(pairs) < 2 or ranks is None:  # categories without an order have no rank correlation
         return math.nan
-    return spearman([float(d) for d, _ in pairs], [n for _, n in pairs])
+    return spearman([ranks[str(d)] for d, _ in pairs], [n for _, n in pairs])
 
 
 def problem_accuracy(samples: list[dict]) -> dict[str, float]:
@@ -105,9 +108,9 @@ def comparison(
     sets (e.g. another ``--limit``) are compared with a warning in ``warnings``: their accuracies are not
     comparable, and the paired difference uses only the shared problems."""
     if baseline is not None and baseline not in evals:
-        raise InputError(f"baseline '{baseline}' is not one of the labels: {', '.join(evals)}")
+        raise UsageError(f"--baseline '{baseline}' is not one of the labels: {', '.join(evals)}")
     models: dict[str, Any] = {}
-    levels: set[str] = set()
+    levels: dict[str, None] = {}
     accuracy: dict[str, dict[str, float]] = {}
     problem_sets: dict[str, frozenset[str]] = {}
     for label, directory in evals.items():
@@ -119,7 +122,7 @@ def comparison(
             level: {"acc": m[f"avg@{k}"], "len": m["len_mean"]}
             for level, m in result.get("by_difficulty", {}).items()
         }
-        levels |= set(per)
+        levels |= dict.fromkeys(per)
         models[label] = {"bench": name, "k": k, "acc": result["overall"][f"avg@{k}"],
                          "acc_se": result["overall"].get(f"avg@{k}_se"), "len": result["overall"]["len_mean"],
                          "spearman_len_difficulty": length_difficulty_spearman(problems, samples),
@@ -132,8 +135,7 @@ def comparison(
     if baseline is not None:
         for label, model in models.items():
             model["vs_baseline"] = paired_difference(accuracy[label], accuracy[baseline])
-    ordered = sorted(levels, key=lambda v: (0, float(v), "") if _is_number(v) else (1, 0.0, v))
-    return {"models": models, "levels": ordered, "baseline": baseline, "warnings": warnings}
+    return {"models": models, "levels": level_order(levels), "baseline": baseline, "warnings": warnings}
 
 
 def _problem_set_warnings(problem_sets: dict[str, frozenset[str]]) -> list[str]:
@@ -147,14 +149,6 @@ def _problem_set_warnings(problem_sets: dict[str, frozenset[str]]) -> list[str]:
         for label, ids in others
         if ids != reference
     ]
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def markdown(table: dict[str, Any]) -> str:

@@ -4,17 +4,21 @@ matplotlib figure (Agg canvas, no pyplot state), PNG + SVG saving and JSONL rows
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from ares_cli.errors import InputError
 
 KINDS = ("rl", "sft", "eval", "suite", "passrate", "curate")
 FORMATS = ("png", "svg")
 DPI = 110
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,28 @@ def resolve(store, refs: list[str]) -> list[Artifact]:
 
 def _short_id(name: str) -> str:
     return name[: -len(".partial")] if name.endswith(".partial") else name
+
+
+def plain_text(draw: Callable[P, R]) -> Callable[P, R]:
+    """Run ``draw`` with matplotlib's math parsing off: a label with ``$`` (``$\\frac{$``: LaTeX is
+    everywhere in math datasets) is drawn as written instead of failing as mathtext. Scoped to the call
+    (``rc_context``), so no global matplotlib state changes."""
+
+    @functools.wraps(draw)
+    def plain(*args: P.args, **kwargs: P.kwargs) -> R:
+        import matplotlib
+
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+
+    return plain
+
+
+def legend_label(text: object) -> str:
+    """``text`` as a legend entry: matplotlib leaves out labels that start with ``_``, so such a label
+    (a source named ``_x``) gets an invisible zero-width space in front and is shown as written."""
+    text = str(text)
+    return "\u200b" + text if text.startswith("_") else text
 
 
 def new_figure(panels: int, *, cols: int = 2, panel_size: tuple[float, float] = (5.2, 3.4), title: str = ""):

@@ -6,11 +6,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ares_cli.report.figure_helpers import legend_label, plain_text
 
+
+@plain_text
 def plot_length_vs_passrate(points: Sequence[Mapping[str, Any]], path: str | Path) -> None:
     """Scatter chosen length vs pass rate (one colour per source) with the L_target line, saved to
     ``path``. matplotlib is imported here and drawn through a bare ``Figure`` with the Agg canvas, so no
-    pyplot state or global backend switch is involved."""
+    pyplot state or global backend switch is involved; every label is plain text (:func:`plain_text`)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -24,7 +27,7 @@ def plot_length_vs_passrate(points: Sequence[Mapping[str, Any]], path: str | Pat
             [p["n_tokens"] for p in pts],
             s=12,
             alpha=0.6,
-            label=f"{source} chosen",
+            label=legend_label(f"{source} chosen"),
         )
         line = sorted({(p["pass_rate"], p["target_len"]) for p in pts if p["target_len"] is not None})
         if line:
@@ -33,7 +36,7 @@ def plot_length_vs_passrate(points: Sequence[Mapping[str, Any]], path: str | Pat
                 [y for _, y in line],
                 color=dots.get_facecolor()[0],
                 linewidth=1.5,
-                label=f"{source} L_target",
+                label=legend_label(f"{source} L_target"),
             )
     ax.set_xlabel("pass rate")
     ax.set_ylabel("response tokens")

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ares_cli.errors import InputError
-from ares_cli.report.figure_helpers import Artifact, new_figure, save
+from ares_cli.report.figure_helpers import Artifact, legend_label, new_figure, save
+from ares_cli.report.levels import level_order
 
 _PASS = re.compile(r"^pass@(\d+)$")
 
@@ -26,18 +27,6 @@ def _results(art: Artifact) -> dict[str, Any]:
         raise InputError(f"unreadable results ({err})", file=path) from None
 
 
-def _level_order(levels: set[str]) -> list[str]:
-    named = {"easy": 0, "medium": 1, "hard": 2}
-
-    def key(level: str):
-        try:
-            return (0, float(level), "")
-        except ValueError:
-            return (1, named.get(level, 9), level)
-
-    return sorted(levels, key=key)
-
-
 def _grouped_bars(ax, groups: list[str], series: dict[str, list[float | None]], errors=None) -> None:
     """Bars at each group position, one per series (None: no bar)."""
     width = 0.8 / max(len(series), 1)
@@ -47,7 +36,7 @@ def _grouped_bars(ax, groups: list[str], series: dict[str, list[float | None]], 
         yerr = None
         if errors is not None:
             yerr = [e if e is not None else 0.0 for e in errors[label]]
-        ax.bar(xs, ys, width=width * 0.95, label=label, yerr=yerr, capsize=1.5 if yerr else 0,
+        ax.bar(xs, ys, width=width * 0.95, label=legend_label(label), yerr=yerr, capsize=1.5 if yerr else 0,
                error_kw={"elinewidth": 0.8, "ecolor": "0.35", "alpha": 0.8})  # fmt: skip
     ax.set_xticks(range(len(groups)), groups)
     ax.grid(axis="y", alpha=0.3)
@@ -68,7 +57,7 @@ def plot_evals(arts: list[Artifact], out_dir: Path) -> list[Path]:
 
 
 def _bench_figure(bench: str, models: dict[str, dict[str, Any]], out_dir: Path, stem: str) -> list[Path]:
-    levels = _level_order({lv for m in models.values() for lv in (m.get("by_difficulty") or {})})
+    levels = level_order(lv for m in models.values() for lv in (m.get("by_difficulty") or {}))
     groups = levels + ["all"]
     acc, acc_se, length = {}, {}, {}
     for label, m in models.items():
@@ -96,7 +85,7 @@ def _bench_figure(bench: str, models: dict[str, dict[str, Any]], out_dir: Path, 
         xs = [k for k, _ in ks]
         ys = [m["overall"][key] for _, key in ks]
         se = [m["overall"].get(f"{key}_se") or 0.0 for _, key in ks]
-        ax_pass.plot(xs, ys, marker="o", markersize=4, label=label)
+        ax_pass.plot(xs, ys, marker="o", markersize=4, label=legend_label(label))
         ax_pass.fill_between(xs, [y - s for y, s in zip(ys, se, strict=True)],
                              [y + s for y, s in zip(ys, se, strict=True)], alpha=0.15)  # fmt: skip
     ax_pass.set_xscale("log", base=2)

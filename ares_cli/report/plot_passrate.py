@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ares_cli.report.figure_helpers import Artifact, new_figure, read_rows, save
+from ares_cli.report.figure_helpers import Artifact, legend_label, new_figure, read_rows, save
 
 BUCKET_COLORS = {"easy": "tab:green", "medium": "tab:orange", "hard": "tab:red"}
 
@@ -21,7 +21,7 @@ def plot_passrate(art: Artifact, out_dir: Path) -> list[Path]:
         recs = [r for r in records if str(r.get("source", "default")) == source]
         counts = [sum(int(r["n_correct"]) == c for r in recs) for c in range(k_max + 1)]
         xs = [c + (i - (len(sources) - 1) / 2) * width for c in range(k_max + 1)]
-        hist.bar(xs, counts, width=width * 0.95, label=source)
+        hist.bar(xs, counts, width=width * 0.95, label=legend_label(source))
         bottom = 0.0
         for bucket, color in BUCKET_COLORS.items():
             share = sum(r["bucket"] == bucket for r in recs) / max(len(recs), 1)

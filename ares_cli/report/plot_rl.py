@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ares_cli.report.figure_helpers import Artifact, new_figure, read_rows, save
+from ares_cli.report.figure_helpers import Artifact, legend_label, new_figure, read_rows, save
 
 BUCKETS = {"easy": "tab:green", "medium": "tab:orange", "hard": "tab:red"}
 # AER keys drawn on the entropy axis: entropy, target, H_t, H0, H*, hbar (not hard_frac or alpha)
@@ -45,7 +45,7 @@ def _line(ax, rows, key, label=None, *, where=None, **style) -> bool:
     style.setdefault("marker", "o" if len(steps) <= 40 else None)
     style.setdefault("markersize", 3)
     style.setdefault("linewidth", 1.4)
-    ax.plot(steps, values, label=label or key, **style)
+    ax.plot(steps, values, label=legend_label(label or key), **style)
     return True
 
 

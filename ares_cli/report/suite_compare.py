@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ares_cli.errors import InputError
+from ares_cli.errors import InputError, UsageError
 
 
 def is_suite(directory: str | Path) -> bool:
@@ -39,7 +39,7 @@ def suite_comparison(suites: dict[str, Path], resolve_eval, baseline: str | None
     from ares_cli.report.compare import load_eval, paired_difference, problem_accuracy
 
     if baseline is not None and baseline not in suites:
-        raise InputError(f"baseline '{baseline}' is not one of the labels: {', '.join(suites)}")
+        raise UsageError(f"--baseline '{baseline}' is not one of the labels: {', '.join(suites)}")
     loaded = {label: load_suite_results(d) for label, d in suites.items()}
     first_label, first = next(iter(loaded.items()))
     names = [c["name"] for c in first["columns"]]

@@ -11,7 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ares_cli.algorithms.curation import CurationConfig, curate, length_vs_passrate_points, parse_pass_rates
+from ares_cli.algorithms.curation import (
+    CurationConfig,
+    curate,
+    length_vs_passrate_points,
+    parse_candidates,
+    parse_pass_rates,
+)
 from ares_cli.config import to_dict
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, StageFailure, UsageError
@@ -34,8 +40,13 @@ def load_inputs(
     passrates: str | None,
     responses: str | None,
     data: str | None,
-) -> tuple[list[dict], list[dict], dict[str, dict], list[InputRef]]:
-    """(pass-rate rows, candidate rows, problems by id, input refs) from an artifact and/or files."""
+    log: Callable[[str], None] = print,
+) -> tuple[list[dict], list[dict], dict[str, dict], list[InputRef], Path]:
+    """(pass-rate rows, candidate rows, problems by id, input refs, the candidates' file) from an artifact
+    and/or files, checked
+    against each other before any work: a pass rate for a problem the data lacks is an InputError naming
+    its row; responses for problems without a pass rate are left out with a warning (all of them: an
+    InputError naming the file and the first ids)."""
     from ares_cli.data.loader import load_problems
     from ares_cli.stages.inputs import dataset_ref
 
@@ -49,39 +60,84 @@ def load_inputs(
         rates_file = directory / "passrates.jsonl"
         rates = read_jsonl(rates_file)
         candidates = read_jsonl(directory / "samples.jsonl")
-        problems = {p["id"]: p for p in read_jsonl(directory / "problems.jsonl")}
+        problems = {str(p["id"]): p for p in read_jsonl(directory / "problems.jsonl")}
     else:
         rates_file = _file(passrates)
         rates = read_jsonl(rates_file)
         inputs.append(store.input_ref("passrates", passrates))
     parse_pass_rates(rates, file=rates_file)  # every bad row named with its file, before any work
+    candidates_file: str | Path = Path(passrate or "") / "samples.jsonl"
     if responses is not None:
-        candidates = read_jsonl(_file(responses))
+        candidates_file = _file(responses)
+        candidates = read_jsonl(candidates_file)
         inputs.append(store.input_ref("responses", responses))
     if data is not None:
         loaded = load_problems(data)
-        problems = {p["id"]: p for p in loaded.records}
+        problems = {str(p["id"]): p for p in loaded.records}
         inputs.append(dataset_ref(loaded.records, loaded.provenance))
     if not problems:
         raise UsageError("no problem texts: give --data (needed with --passrates)")
     if not candidates:
         raise UsageError("no candidate responses: give --responses (needed with --passrates)")
-    return rates, candidates, problems, inputs
+    _check_ids(rates, rates_file, candidates, candidates_file, problems, log)
+    return rates, candidates, problems, inputs, Path(candidates_file)
+
+
+def _check_ids(rates, rates_file, candidates, candidates_file, problems, log) -> None:
+    """Pass rates name problems of the data; responses name problems with a pass rate."""
+    for row, rate in enumerate(rates, start=1):
+        if str(rate["problem_id"]) not in problems:
+            raise InputError(
+                f"pass rate for problem {rate['problem_id']!r}, which is not in the problem data",
+                file=rates_file, row=row, field="problem_id",
+            )  # fmt: skip
+    rated = {str(r["problem_id"]) for r in rates}
+    for row, cand in enumerate(candidates, start=1):
+        if not isinstance(cand, dict):
+            raise InputError("a response row must be a JSON object", file=candidates_file, row=row)
+        if cand.get("problem_id") is None:
+            raise InputError("response without problem_id", file=candidates_file, row=row, field="problem_id")
+        if str(cand["problem_id"]) in rated and not isinstance(cand.get("response"), str):
+            raise InputError(f"response must be text, got {cand.get('response')!r}", file=candidates_file,
+                             row=row, field="response")  # fmt: skip
+    unknown = sorted({str(c.get("problem_id")) for c in candidates} - rated)
+    if len(unknown) == len({str(c.get("problem_id")) for c in candidates}):
+        raise InputError(
+            f"no response is for a problem with a pass rate ({len(unknown)} unknown problem ids, e.g. "
+            f"{', '.join(map(repr, unknown[:5]))})",
+            file=candidates_file, field="problem_id",
+        )  # fmt: skip
+    if unknown:
+        n_rows = sum(str(c.get("problem_id")) in unknown for c in candidates)
+        log(
+            f"warning: {candidates_file}: {n_rows} response(s) of {len(unknown)} problem(s) without a pass "
+            f"rate are left out (e.g. {', '.join(map(repr, unknown[:5]))})"
+        )
+    # every field a row gives is checked now; what the tokenizer and the grader fill in is not required yet
+    parse_candidates(
+        [{"n_tokens": 0, "correct": False} | c for c in candidates], file=candidates_file, keep=rated
+    )
 
 
 def complete_candidates(
     candidates: list[dict],
     problems: dict[str, dict],
     *,
-    source: str,
+    source: str | Path,
     tokenizer: str | None,
     grader: str,
     workers: int,
     timeout_s: float,
     trust_grader_code: bool = False,
+    keep: set[str] | None = None,
 ) -> tuple[list[dict], dict[str, int]]:
-    """Fill ``n_tokens`` (tokenizer) and ``correct`` (grading pool) where a candidate row lacks them."""
-    needs_tokens = [i for i, c in enumerate(candidates) if "n_tokens" not in c]
+    """Fill ``n_tokens`` (tokenizer) and ``correct`` (grading pool) where a candidate row lacks them
+    (``keep``: only for these problems' rows)."""
+
+    def kept(c: dict) -> bool:
+        return keep is None or str(c.get("problem_id")) in keep
+
+    needs_tokens = [i for i, c in enumerate(candidates) if "n_tokens" not in c and kept(c)]
     if needs_tokens:
         if tokenizer is None:
             raise InputError(
@@ -97,17 +153,17 @@ def complete_candidates(
             candidates[i] = candidates[i] | {
                 "n_tokens": len(tok(candidates[i]["response"], add_special_tokens=False)["input_ids"])
             }
-    needs_grade = [i for i, c in enumerate(candidates) if "correct" not in c and "grade" not in c]
+    needs_grade = [i for i, c in enumerate(candidates) if "correct" not in c and "grade" not in c and kept(c)]
     if needs_grade:
         from ares_cli.grading import GradingPool
 
         for i in needs_grade:
-            if candidates[i].get("problem_id") not in problems:
+            if str(candidates[i].get("problem_id")) not in problems:
                 raise InputError("unknown problem_id", file=source, row=i + 1, field="problem_id")
         with GradingPool(grader, workers=workers, timeout_s=timeout_s, trust_code=trust_grader_code) as pool:
             results = pool.grade(
                 [
-                    (problems[candidates[i]["problem_id"]]["answer"], candidates[i]["response"])
+                    (problems[str(candidates[i]["problem_id"])]["answer"], candidates[i]["response"])
                     for i in needs_grade
                 ]
             )
@@ -135,8 +191,8 @@ def run_curate(
     from ares_cli.grading.registry import resolve_grader
 
     resolve_grader(grader, trust_code=trust_grader_code)  # before any input is read
-    rates, candidates, problems, inputs = load_inputs(
-        store, passrate=passrate, passrates=passrates, responses=responses, data=data
+    rates, candidates, problems, inputs, candidates_file = load_inputs(
+        store, passrate=passrate, passrates=passrates, responses=responses, data=data, log=log
     )
     config = to_dict(cfg) | {"grader": grader, "tokenizer": tokenizer}
     run = store.open_stage(
@@ -149,10 +205,12 @@ def run_curate(
     )
     if run.up_to_date:
         return run, store.manifest(run.final_dir)["stats"]
+    rated = {str(r["problem_id"]) for r in rates}
     candidates, filled = complete_candidates(
         candidates,
         problems,
-        source=responses or "samples",
+        source=candidates_file,
+        keep=rated,
         tokenizer=tokenizer,
         grader=grader,
         workers=2,
@@ -160,7 +218,9 @@ def run_curate(
         trust_grader_code=trust_grader_code,
     )
     prompts = {pid: p["problem"] for pid, p in problems.items()}
-    examples, stats = curate(rates, candidates, prompts, cfg)
+    parsed = parse_candidates(candidates, file=candidates_file, keep=rated)  # rows named in their file
+    examples, stats = curate(rates, [c for cands in parsed.values() for c in cands], prompts, cfg)
+    stats["unknown_candidates"] = sum(str(c.get("problem_id")) not in rated for c in candidates)
     for example in examples:  # image problems keep their images (absolute paths, as loaded)
         images = problems.get(example["problem_id"], {}).get("images")
         if images:
