@@ -30,6 +30,8 @@ _WORDS_NOT_BOOLS = ("on", "off", "yes", "no")
 
 
 _BOUNDS = ("ge", "gt", "le", "lt")
+# Every seed of every stage: what random, numpy and torch all accept (numpy refuses >= 2**32, torch < 0).
+SEED_RANGE = {"ge": 0, "le": 2**32 - 1}
 _BOUND_TEXT = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
 
 
@@ -55,6 +57,18 @@ def option(
         factory = (lambda d=default: type(d)(d)) if not dataclasses.is_dataclass(default) else type(default)
         return dataclasses.field(default_factory=factory, metadata={"help": help, **kwargs})
     return dataclasses.field(default=default, metadata={"help": help, **kwargs})
+
+
+def seed_option(default: int, help: str) -> Any:
+    """A seed field: an integer in :data:`SEED_RANGE` (the same range for every seed of every stage)."""
+    return option(default, help, **SEED_RANGE)
+
+
+def check_seed(value: int, key: str = "seed") -> int:
+    """``value`` if it lies in :data:`SEED_RANGE`, else the UsageError a config field's range gives."""
+    if isinstance(value, bool) or not isinstance(value, int) or _out_of_range(value, SEED_RANGE):
+        raise UsageError(f"config key '{key}': {value!r} is out of range (must be {range_text(SEED_RANGE)})")
+    return value
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -243,7 +257,11 @@ def refuse_command_line_only(cls: type, values: dict[str, Any], where: str, pref
 
 def range_text(bounds: dict[str, float]) -> str:
     """``{"ge": 1, "le": 8}`` → ``>= 1, <= 8``."""
-    return ", ".join(f"{_BOUND_TEXT[name]} {bounds[name]:g}" for name in _BOUNDS if name in bounds)
+
+    def number(value: float) -> str:
+        return str(value) if isinstance(value, int) else f"{value:g}"
+
+    return ", ".join(f"{_BOUND_TEXT[name]} {number(bounds[name])}" for name in _BOUNDS if name in bounds)
 
 
 def _out_of_range(value: float, bounds: dict[str, float]) -> bool:

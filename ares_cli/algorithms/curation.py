@@ -28,7 +28,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ares_cli.config import option
+from ares_cli.config import option, seed_option
 from ares_cli.errors import InputError, UsageError
 
 __all__ = [
@@ -52,7 +52,9 @@ class CurationConfig:
     size: int | None = option(
         None, "Total problems, split evenly over brackets; the remainder one each to the lowest pass rates."
     )
-    seed: int = option(0, "Seed of the single random.Random used for problem sampling (and uniform mode).")
+    seed: int = seed_option(
+        0, "Seed of the single random.Random used for problem sampling (and uniform mode)."
+    )
     l0_fallback: tuple[str, ...] = option(
         ("nearest_bracket", "global"), "Rules tried in order when a source has no pass-rate-0 lengths."
     )

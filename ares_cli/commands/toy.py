@@ -36,7 +36,11 @@ def init_command(
     ] = None,
 ) -> None:
     """Build (or copy the prebuilt) toy base model into the artifact store."""
+    from ares_cli.config import check_seed
+
     opts = options(ctx)
+    if seed is not None:
+        check_seed(seed)
     overrides = {key: value for key, value in (("seed", seed), ("steps", steps)) if value is not None}
     if vision:
         from ares_cli.toy import vision_build as build

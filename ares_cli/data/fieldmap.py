@@ -176,6 +176,8 @@ class FieldMap:
             if missing:
                 return [], f"option column(s) {', '.join(missing)} empty"
             options = [str(v).strip() for v in values]
+        if len(options) > 26:  # they are lettered (A) to (Z)
+            return [], f"{len(options)} options: at most 26 can be lettered (A) to (Z)"
         if self.shuffle_options:
             options = shuffled(options, str(rid))
         return options, None

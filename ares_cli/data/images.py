@@ -7,6 +7,11 @@ bytes or ``{"bytes", "path"}`` dicts; those are written once, content-addressed,
 
 Stage input hashes see an image's sha256, never its path (:func:`hashable_records`): replacing an
 image's bytes changes the key; moving the dataset does not.
+
+Every image is checked when a dataset loads, from its header only (nothing is decoded): it must exist,
+be non-empty, have at most :data:`MAX_IMAGE_PIXELS` pixels (a decompression bomb is refused before a byte
+of it is decoded) and an aspect ratio of at most :data:`MAX_ASPECT_RATIO`, the Qwen2.5-VL processor's
+limit. ``data check`` then decodes each one.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from ares_cli.errors import InputError
 from ares_cli.store.hashing import sha256_file
 
 FIELD = "images"
+MAX_IMAGE_PIXELS = 89_478_485  # PIL's decompression-bomb threshold (about 9459 x 9459)
+MAX_ASPECT_RATIO = 200  # Qwen2.5-VL's processor refuses longer / shorter sides above this
 
 
 def image_cache_dir() -> Path:
@@ -48,7 +55,12 @@ def _store_bytes(data: bytes) -> str:
 
 def _one_image(value: Any, base_dir: Path | None) -> str:
     if isinstance(value, dict) and ("bytes" in value or "path" in value):
-        value = value.get("bytes") or value.get("path")
+        data, path = value.get("bytes"), value.get("path")
+        if data is not None and not isinstance(data, (bytes, bytearray)):
+            raise ValueError(f"an image's 'bytes' must be raw bytes, got {type(data).__name__} (not decoded)")
+        if data is None and path is not None and not isinstance(path, str):
+            raise ValueError(f"an image's 'path' must be a string, got {type(path).__name__}")
+        value = data or path
     if isinstance(value, (bytes, bytearray)):
         return _store_bytes(bytes(value))
     if hasattr(value, "save") and hasattr(value, "size"):  # a PIL image
@@ -70,8 +82,44 @@ def resolve_images(value: Any, base_dir: Path | None) -> list[str]:
 
 
 def file_problems(paths: Sequence[str]) -> list[str]:
-    """``"<problem>: <path>"`` for each missing or zero-size image file (a cheap stat, no decoding)."""
-    return [f"{problem}: {path}" for path in paths if (problem := _stat_problem(path))]
+    """``"<problem>: <path>"`` for each missing, zero-size, unreadable, too large or too elongated image
+    (a stat and the header: nothing is decoded)."""
+    return [
+        f"{problem}: {path}" for path in paths if (problem := _stat_problem(path) or _header_problem(path))
+    ]
+
+
+def _header_problem(path: str) -> str | None:
+    """What the image header says is wrong: unreadable, no pixels, too many pixels, too elongated."""
+    import warnings
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # reported below, as an error
+            with Image.open(path) as img:
+                width, height = img.size
+    except Image.DecompressionBombError as exc:
+        return f"image is too large to decode safely ({exc})"
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        return f"cannot decode image ({type(exc).__name__}: {exc})"
+    return size_problem(width, height)
+
+
+def size_problem(width: int, height: int) -> str | None:
+    """Why a ``width`` x ``height`` image cannot go to the model (see the module doc), or None."""
+    if width <= 0 or height <= 0:
+        return "zero-size image"
+    if width * height > MAX_IMAGE_PIXELS:
+        return (
+            f"image is {width}x{height} = {width * height:,} pixels, over the {MAX_IMAGE_PIXELS:,}-pixel "
+            "limit (a decompression bomb?)"
+        )
+    ratio = max(width, height) / min(width, height)
+    if ratio > MAX_ASPECT_RATIO:
+        return f"image is {width}x{height}: aspect ratio {ratio:.0f} is over the processor's limit of {MAX_ASPECT_RATIO}"
+    return None
 
 
 def _stat_problem(path: str) -> str | None:
@@ -84,15 +132,21 @@ def _stat_problem(path: str) -> str | None:
 
 
 def open_image(path: str | Path):
-    """The image at ``path`` decoded as RGB (raises :class:`InputError` naming it when it cannot be)."""
+    """The image at ``path`` decoded as RGB (raises :class:`InputError` naming it when it cannot be, or
+    when its size is refused: :func:`size_problem`)."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(path) as img:
+            problem = size_problem(*img.size)
+            if problem:
+                raise InputError(problem, file=path, field=FIELD)
             img.load()
             return img.convert("RGB")
     except FileNotFoundError:
         raise InputError("image not found", file=path, field=FIELD) from None
+    except Image.DecompressionBombError as exc:
+        raise InputError(f"image is too large to decode safely ({exc})", file=path, field=FIELD) from None
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         raise InputError(f"cannot decode image ({exc})", file=path, field=FIELD) from None
 
@@ -109,17 +163,14 @@ def inspect_images(
         if paths:
             per_record.append(len(paths))
         for path in paths:
-            problem = _stat_problem(path)
+            problem = _stat_problem(path) or _header_problem(path)  # a bomb is never decoded
             if problem is None:
                 try:
                     with Image.open(path) as img:
                         img.load()
                         width, height = img.size
-                    if width == 0 or height == 0:
-                        problem = "zero-size image"
-                    else:
-                        widths.append(width)
-                        heights.append(height)
+                    widths.append(width)
+                    heights.append(height)
                 except (UnidentifiedImageError, OSError, ValueError) as exc:
                     problem = f"cannot decode image ({type(exc).__name__}: {exc})"
             if problem:

@@ -242,6 +242,11 @@ def _finish(
     for i, row in enumerate(rows):
         record, errs = fmap.apply(row, i, name=name, label=label, default_label=name)
         file, row_no = table.locations[i]
+        if isinstance(row, dict) and "image" in row and fmap.images not in row:  # would load text-only
+            errs["image"] = (
+                f"a record's images go in '{fmap.images}' (a list of paths), not 'image': as written this "
+                "record would load without its image"
+            )
         if record.get("images") is not None and "images" not in errs:
             errs.update(_resolve_record_images(record, file, row_no))
         mapped.append(record)

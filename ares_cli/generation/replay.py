@@ -119,3 +119,29 @@ class ReplayBackend:
                 )
             out.append(comps)
         return out
+
+
+def check_replay(
+    path: str | Path, problem_ids: list[str], k: int, *, known: list[str] | None = None, limited: bool = False
+) -> None:
+    """Before a stage opens: every row of the replay file is valid (:func:`load_replay`), names a problem
+    of the data (``known``, default ``problem_ids``; not checked when the data was ``limited`` by
+    ``--limit``, whose dropped problems may have rows), and every problem of ``problem_ids`` has samples
+    ``0..k-1``. An InputError names the file and the row, or the first missing pairs."""
+    rows = load_replay(path)
+    wanted = {str(pid) for pid in problem_ids}
+    unknown = sorted({pid for pid, _ in rows} - {str(pid) for pid in (known or problem_ids)})
+    if unknown and not limited:
+        first = min(rec["row"] for (pid, _), rec in rows.items() if pid == unknown[0])
+        raise InputError(
+            f"samples for {len(unknown)} problem id(s) that are not in the data, e.g. "
+            f"{', '.join(map(repr, unknown[:5]))}: check --data (and --limit)",
+            file=path, row=first, field="problem_id",
+        )  # fmt: skip
+    missing = [(pid, i) for pid in sorted(wanted) for i in range(k) if (pid, i) not in rows]
+    if missing:
+        shown = ", ".join(f"{pid!r}/{i}" for pid, i in missing[:5])
+        raise InputError(
+            f"no completion for {len(missing)} (problem_id, sample_idx) pair(s) of the data, e.g. {shown}",
+            file=path,
+        )

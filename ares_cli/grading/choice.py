@@ -48,6 +48,8 @@ def parse_options(value: Any) -> list[str] | None:
             raise ValueError(f"options {value[:60]!r} is not a list") from None
     if not isinstance(value, (list, tuple)) or not value:
         raise ValueError(f"options must be a non-empty list, got {type(value).__name__}")
+    if len(value) > len(LETTERS):
+        raise ValueError(f"{len(value)} options: the choice grader names options A-Z, at most {len(LETTERS)}")
     return [str(v) for v in value]
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ares_cli.config import option
+from ares_cli.config import option, seed_option
 from ares_cli.data.jsonl import write_jsonl
 from ares_cli.errors import InputError
 from ares_cli.stages.prepare_eval import (  # noqa: F401  (their former home)
@@ -37,7 +37,7 @@ class EvalConfig(SamplingConfig):
 
     temperature: float = option(0.6, "Sampling temperature (PAEC evaluation: 0.6).", ge=0.0)
     top_p: float = option(0.7, "Nucleus mass (PAEC evaluation: 0.7).", gt=0.0, le=1.0)
-    seed: int = option(42, "Base seed (PAEC evaluation: 42).")
+    seed: int = seed_option(42, "Base seed (PAEC evaluation: 42).")
     max_new_tokens: int | None = option(
         None,
         f"Generation budget; unset = the model's generation_config.json max_new_tokens, else {EVAL_BUDGET} "

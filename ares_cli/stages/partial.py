@@ -18,4 +18,8 @@ def discard_if_empty(run) -> bool:
         return False
     run.release()
     shutil.rmtree(work_dir, ignore_errors=True)
+    try:
+        work_dir.parent.rmdir()  # the stage's directory too, when this run was its first
+    except OSError:
+        pass
     return True

@@ -170,6 +170,11 @@ def prepare_passrate(
     if out.loaded is not None and cfg.backend != "replay" and out.model_path is not None:
         checks.run("images vs model",
                    lambda: check_image_support(out.loaded.records, out.loaded.locations, out.model_path))  # fmt: skip
+    if out.loaded is not None:  # a bad gold must never become a 'hard' problem
+        from ares_cli.stages.prepare_eval import check_golds
+
+        checks.run("choice golds", lambda: check_golds(out.loaded.records, cfg.grader, data, cfg.trust_grader_code,
+                                                       out.loaded.locations))  # fmt: skip
     judged = checks.run("judge", lambda: prepare_judge(store, [cfg.grader], cfg.judge))
     if judged is not None:
         out.judge, judge_inputs = judged
@@ -182,6 +187,12 @@ def prepare_passrate(
     problems = sorted(out.loaded.records, key=lambda p: p["id"])
     if shard is not None:
         problems = problems[shard[0] :: shard[1]]
+    if cfg.backend == "replay" and cfg.replay_file:  # every replayed row checked against the data
+        from ares_cli.generation.replay import check_replay
+
+        checks.run("replay rows", lambda: check_replay(
+            cfg.replay_file, [p["id"] for p in problems], cfg.k, known=[p["id"] for p in out.loaded.records],
+            limited=len(out.loaded.records) == cfg.limit))  # fmt: skip
     context_model = None if cfg.backend == "replay" else out.model_path
     fitted = checks.run("prompts fit", lambda: fit_context(problems, out.cfg, context_model, out.budget),
                         lambda f: f"{len(f[0])} fit, {len(f[1])} skipped")  # fmt: skip

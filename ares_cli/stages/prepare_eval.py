@@ -103,7 +103,8 @@ def prepare_eval(
         if loaded is None:
             continue
         checks.run(f"choice golds {plan['name']}",
-                   lambda p=plan, d=loaded: check_golds(d.records, p["grader"], p["source"], cfg.trust_grader_code))  # fmt: skip
+                   lambda p=plan, d=loaded: check_golds(d.records, p["grader"], p["source"], cfg.trust_grader_code,
+                                                      d.locations))  # fmt: skip
         if cfg.backend != "replay" and out.model_path is not None:
             checks.run(f"images vs model {plan['name']}",
                        lambda d=loaded: check_image_support(d.records, d.locations, out.model_path))  # fmt: skip
@@ -115,6 +116,12 @@ def prepare_eval(
     if context_model is None and cfg.backend != "replay":
         return out
     cfg, budget = out.cfg, out.budget = with_budget(cfg, context_model, EVAL_BUDGET)
+    if from_samples is not None and benches[0]["name"] in out.loaded:  # every row checked before it opens
+        from ares_cli.generation.replay import check_replay
+
+        records, k = out.loaded[benches[0]["name"]].records, benches[0]["k"]
+        checks.run("replayed samples", lambda: check_replay(from_samples, [p["id"] for p in records], k,
+                                                            limited=len(records) == cfg.limit))  # fmt: skip
     if difficulty_ref is not None:
         found = checks.run("difficulty", lambda: difficulty_from_passrate(store, difficulty_ref))
         if found is not None:
@@ -241,8 +248,12 @@ def _safe_name(name: str) -> bool:
     return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
 
 
-def check_golds(problems: list[dict], grader: str, source: str, trust_code: bool = False) -> None:
-    """A choice grader needs every gold to name an option: report each one that does not (exit 3)."""
+def check_golds(
+    problems: list[dict], grader: str, source: str, trust_code: bool = False, locations=None
+) -> None:
+    """A choice grader needs every gold to name an option: report each one that does not (exit 3), by its
+    file and row when ``locations`` (one ``(file, row)`` per problem) are known. Every sampling stage
+    calls it when its data loads (eval, passrate, rl), so a bad gold never becomes a 'hard' problem."""
     from ares_cli.grading import resolve_grader
     from ares_cli.grading.judge import parse_judge_grader
 
@@ -252,10 +263,11 @@ def check_golds(problems: list[dict], grader: str, source: str, trust_code: bool
     from ares_cli.grading.choice import choice_gold, gold_letter, parse_options
 
     errors = []
-    for p in problems:
+    for i, p in enumerate(problems):
+        file, row = locations[i] if locations is not None else (source, None)
         try:
             gold_letter(choice_gold(p["answer"], parse_options((p.get("meta") or {}).get("options"))))
         except ValueError as exc:
-            errors.append(InputError(f"problem {p['id']}: {exc}", file=source, field="answer"))
+            errors.append(InputError(f"problem {p['id']}: {exc}", file=file, row=row, field="answer"))
     if errors:
         raise InputErrors(errors)

@@ -12,10 +12,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ares_cli.config import option
+from ares_cli.config import option, seed_option
 from ares_cli.errors import StageFailure
 from ares_cli.grading.judge import check_judge_grader, parse_judge_grader
-from ares_cli.models.pixels import MAX_PIXELS, MIN_PIXELS
+from ares_cli.models.pixels import (
+    MAX_PIXELS,
+    MAX_PIXELS_HELP,
+    MIN_PIXELS,
+    MIN_PIXELS_HELP,
+    check_pixel_bounds,
+)
 from ares_cli.stages.judging import JudgeConfig
 
 SAMPLE_KEY = ("problem_id", "sample_idx")
@@ -39,7 +45,7 @@ class SamplingConfig:
         f"{PASSRATE_BUDGET}.",
         ge=1,
     )
-    seed: int = option(0, "Base seed; each (problem, sample) derives its own seed from it.")
+    seed: int = seed_option(0, "Base seed; each (problem, sample) derives its own seed from it.")
     system_prompt: str | None = option(None, "Optional system message.")
     prompt_template: str | None = option(None, "Python format string with {problem} for the user message.")
     stop: list[str] = option([], "Extra stop strings.")
@@ -53,10 +59,8 @@ class SamplingConfig:
     chunk_problems: int = option(32, "Problems generated per batch; rows are written after each chunk.", ge=1)
     batch_size: int = option(64, "Rows per forward pass (hf backend).", ge=1)
     replay_file: str | None = option(None, "Completions JSONL for the replay backend.")
-    min_pixels: int = option(MIN_PIXELS, "Images with fewer pixels are upscaled (Qwen2.5-VL: 4*28*28).", ge=1)
-    max_pixels: int = option(
-        MAX_PIXELS, "Images with more pixels are downscaled (Qwen2.5-VL: 16384*28*28).", ge=1
-    )
+    min_pixels: int = option(MIN_PIXELS, MIN_PIXELS_HELP, ge=1)
+    max_pixels: int = option(MAX_PIXELS, MAX_PIXELS_HELP, ge=1)
     limit: int | None = option(None, "Only the first N problems of the dataset.", ge=1)
     max_grade_error_rate: float = option(
         0.1, "Fail the stage when more than this fraction of samples is graded 'error' (a broken grader).",
@@ -79,6 +83,7 @@ class SamplingConfig:
             check_judge_grader(self.grader, self.judge)
         elif self.grader:
             resolve_grader(self.grader, trust_code=self.trust_grader_code)
+        check_pixel_bounds(self.min_pixels, self.max_pixels)
 
 
 def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

@@ -18,8 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ares_cli.config import option
-from ares_cli.models.pixels import MAX_PIXELS, MIN_PIXELS
+from ares_cli.config import option, seed_option
+from ares_cli.models.pixels import (
+    MAX_PIXELS,
+    MAX_PIXELS_HELP,
+    MIN_PIXELS,
+    MIN_PIXELS_HELP,
+    check_pixel_bounds,
+)
 from ares_cli.training.sft_run import accumulation_steps, param_groups  # noqa: F401 (their old home)
 
 CODE_VERSION = "sft-1"
@@ -58,7 +64,7 @@ class SFTConfig:
     adam_beta2: float = option(0.999, "AdamW beta2.", ge=0.0, lt=1.0)
     adam_eps: float = option(1e-8, "AdamW epsilon.", gt=0.0)
     grad_clip: float = option(1.0, "Clip the global gradient norm to this (0 = off).", ge=0.0)
-    seed: int = option(0, "Seed of data order and RNG state.")
+    seed: int = seed_option(0, "Seed of data order and RNG state.")
     gradient_checkpointing: bool = option(False, "Recompute activations in backward (memory for time).")
     dtype: Literal["auto", "fp32", "bf16"] = option("auto", "auto = bf16 on GPU, fp32 on CPU.")
     stats_path: Literal["fused", "logits"] = option(
@@ -72,11 +78,15 @@ class SFTConfig:
     )
     freeze_vision_tower: bool = option(True, "Freeze params named visual/vision_tower/vision_model (ARES).")
     train_merger: bool = option(False, "With the tower frozen, still train its vision-to-language merger.")
-    min_pixels: int = option(MIN_PIXELS, "Images with fewer pixels are upscaled (Qwen2.5-VL: 4*28*28).")
-    max_pixels: int = option(MAX_PIXELS, "Images with more pixels are downscaled (Qwen2.5-VL: 16384*28*28).")
+    min_pixels: int = option(MIN_PIXELS, MIN_PIXELS_HELP, ge=1)
+    max_pixels: int = option(MAX_PIXELS, MAX_PIXELS_HELP, ge=1)
     deepspeed: str | None = option(
         None, "DeepSpeed ZeRO config (pipelines/deepspeed/zero2.json); None = torch."
     )
+
+    def check(self) -> None:
+        """The image resize bounds are ordered."""
+        check_pixel_bounds(self.min_pixels, self.max_pixels)
 
 
 @dataclass

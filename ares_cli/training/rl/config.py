@@ -15,9 +15,23 @@ from ares_cli.algorithms.aepo import AEPOConfig
 from ares_cli.algorithms.aer import AERConfig
 from ares_cli.algorithms.paec import PAECConfig
 from ares_cli.algorithms.policy_losses import PolicyLossConfig
-from ares_cli.config import load_yaml, option, parse_sets, refuse_command_line_only, resolve, to_dict
+from ares_cli.config import (
+    load_yaml,
+    option,
+    parse_sets,
+    refuse_command_line_only,
+    resolve,
+    seed_option,
+    to_dict,
+)
 from ares_cli.errors import UsageError
-from ares_cli.models.pixels import MAX_PIXELS, MIN_PIXELS
+from ares_cli.models.pixels import (
+    MAX_PIXELS,
+    MAX_PIXELS_HELP,
+    MIN_PIXELS,
+    MIN_PIXELS_HELP,
+    check_pixel_bounds,
+)
 from ares_cli.training.rl.branching import BranchingConfig
 
 
@@ -54,8 +68,12 @@ class RolloutConfig:
     branching: BranchingConfig = option(
         BranchingConfig(), "Entropy-triggered branching of rollouts (ARES sec. 3.2.1); off by default."
     )
-    min_pixels: int = option(MIN_PIXELS, "Images with fewer pixels are upscaled (Qwen2.5-VL: 4*28*28).")
-    max_pixels: int = option(MAX_PIXELS, "Images with more pixels are downscaled (Qwen2.5-VL: 16384*28*28).")
+    min_pixels: int = option(MIN_PIXELS, MIN_PIXELS_HELP, ge=1)
+    max_pixels: int = option(MAX_PIXELS, MAX_PIXELS_HELP, ge=1)
+
+    def check(self) -> None:
+        """The image resize bounds are ordered."""
+        check_pixel_bounds(self.min_pixels, self.max_pixels, "rollout.")
 
 
 @dataclass
@@ -232,7 +250,7 @@ class RLConfig:
         "Algorithm preset: grpo dapo drgrpo cispo clip_cov kl_cov gspo gspo_token entropy topent aepo paec aer.",
     )
     steps: int = option(720, "RL steps (PAEC: 720).", ge=1)
-    seed: int = option(0, "Seed of the prompt order, rollout seeds and every other random choice.")
+    seed: int = seed_option(0, "Seed of the prompt order, rollout seeds and every other random choice.")
     save_every: int = option(
         10, "Checkpoint every N steps (PAEC: 10; 0 = never); the last two are kept.", ge=0
     )
