@@ -60,13 +60,21 @@ def check_command(
 
 @app.command("list")
 def list_command(ctx: typer.Context) -> None:
-    """List the dataset manifests found (repository data_manifests/ and $ARES_MANIFESTS)."""
+    """List the dataset manifests found (repository data_manifests/ and $ARES_MANIFESTS); an invalid one
+    is listed as such, with a warning naming its problem, and the others are listed as usual."""
     from ares_cli.data.manifests import list_manifests, parse_manifest
+    from ares_cli.errors import InputError
 
     opts = options(ctx)
     entries = []
     for name, path in list_manifests().items():
-        m = parse_manifest(path)
+        try:
+            m = parse_manifest(path)
+        except InputError as err:
+            opts.log(f"warning: {' '.join(str(err).split())}")
+            entries.append({"name": name, "source": "(invalid)", "expected_rows": None, "licence": "-",
+                            "path": str(path), "error": str(err)})  # fmt: skip
+            continue
         src = m.source
         where = f"hf:{src.id}" if hasattr(src, "id") else src.spec
         entries.append({"name": name, "source": where, "expected_rows": m.expected_rows, "licence": m.licence,

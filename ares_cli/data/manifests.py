@@ -155,6 +155,8 @@ def parse_manifest(path: str | Path) -> Manifest:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError("manifest not found", file=path) from None
+    except UnicodeDecodeError as err:
+        raise InputError(f"not UTF-8 text ({err.reason} at byte {err.start})", file=path) from None
     except yaml.YAMLError as exc:
         raise InputError(f"invalid YAML: {exc}", file=path) from None
     if not isinstance(doc, dict):

@@ -61,7 +61,7 @@ def load_model(path: str | Path, *, dtype: Any = "fp32", device: str | None = No
 
     torch_dtype = dtype if isinstance(dtype, torch.dtype) else resolve_dtype(dtype, device or "cpu")
     auto = AutoModelForImageTextToText if is_vision_language(path) else AutoModelForCausalLM
-    model = auto.from_pretrained(str(path), dtype=torch_dtype)
+    model = auto.from_pretrained(str(path), dtype=torch_dtype, use_safetensors=True)  # never unpickled
     return model.to(device) if device is not None else model
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from ares_cli.errors import InputError
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
+PICKLE_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")  # torch.save / pickle files: never loaded
 _MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors format's own limit
 
 
@@ -56,7 +57,18 @@ def check_model_dir(directory: str | Path) -> None:
         for shard in sorted(shards):
             if not (directory / shard).is_file():
                 raise InputError(f"shard {shard} named by the index is missing", file=index)
-    for path in sorted(directory.glob("*.safetensors")):
+    weights = sorted(directory.glob("*.safetensors"))
+    if not weights and not index.is_file():
+        pickled = sorted(p.name for pattern in PICKLE_WEIGHTS for p in directory.glob(pattern))
+        if pickled:
+            raise InputError(
+                f"model directory holds only pickle weights ({', '.join(pickled)}); ares loads safetensors "
+                "only and never unpickles a file: save the model with save_pretrained (safetensors) first",
+                file=directory,
+            )
+        if (directory / "config.json").is_file():
+            raise InputError("model directory has no weights (expected model.safetensors)", file=directory)
+    for path in weights:
         expected, actual = safetensors_data_size(path), path.stat().st_size
         if actual != expected:
             what = "truncated" if actual < expected else "corrupt"

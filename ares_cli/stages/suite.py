@@ -92,6 +92,8 @@ def load_suite(name: str) -> Suite:
     path = find_suite(name)
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise InputError(f"not UTF-8 text ({err.reason} at byte {err.start})", file=path) from None
     except yaml.YAMLError as exc:
         raise InputError(f"invalid YAML: {exc}", file=path) from None
     if not isinstance(doc, dict):

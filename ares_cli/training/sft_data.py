@@ -39,6 +39,9 @@ class Example:
         return sum(1 for label in self.labels if label != IGNORE)
 
 
+ROLES = ("system", "user", "assistant")
+
+
 def to_messages(
     row: dict[str, Any], *, file: Path | str | None = None, row_no: int | None = None
 ) -> list[dict]:
@@ -60,7 +63,13 @@ def _text_messages(row: dict[str, Any], *, file, row_no) -> list[dict]:
         messages = row["messages"]
         if not isinstance(messages, list) or not messages:
             raise InputError("expected a non-empty list", file=file, row=row_no, field="messages")
-        for msg in messages:
+        for i, msg in enumerate(messages):
+            role = msg.get("role") if isinstance(msg, dict) else None
+            if isinstance(msg, dict) and role is not None and role not in ROLES:
+                raise InputError(
+                    f"role {role!r} is not one of {', '.join(ROLES)} (a chat template renders only these)",
+                    file=file, row=row_no, field=f"messages[{i}].role",
+                )  # fmt: skip
             if not isinstance(msg, dict) or not isinstance(msg.get("content"), str) or "role" not in msg:
                 raise InputError(
                     "each message needs 'role' and string 'content'", file=file, row=row_no, field="messages"

@@ -48,7 +48,41 @@ def parse_report_to(spec: str | Iterable[str] | None) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(["jsonl", *(w for w in words if w != "none")]))
     for name in names:
         require(name)
+    if "wandb" in names:
+        wandb_mode()
     return names
+
+
+WANDB_MODES = ("online", "offline", "disabled", "dryrun", "shared", "run")  # what wandb.init accepts
+
+
+def wandb_mode() -> str:
+    """The W&B mode of this run, checked before any work: ``WANDB_MODE`` must be one wandb accepts, and
+    an online run needs credentials (``WANDB_API_KEY``, ``WANDB_IDENTITY_TOKEN_FILE`` or a ``wandb login``
+    entry in ~/.netrc); otherwise a UsageError instead of W&B's own traceback after training started."""
+    mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
+    if mode not in WANDB_MODES:
+        raise UsageError(f"WANDB_MODE={mode!r} is not a W&B mode (valid: {', '.join(WANDB_MODES)})")
+    if mode in ("online", "shared", "run") and not _wandb_credentials():
+        raise UsageError(
+            f"--report-to wandb with WANDB_MODE={mode} needs W&B credentials: set WANDB_API_KEY or run "
+            "'wandb login', or set WANDB_MODE=offline (then 'wandb sync' the run directory)"
+        )
+    return mode
+
+
+def _wandb_credentials() -> bool:
+    """An API key or identity token in the environment, or a netrc entry for the W&B host."""
+    import netrc
+    from urllib.parse import urlparse
+
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
+    try:
+        return netrc.netrc(os.environ.get("NETRC")).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
 
 
 def require(name: str) -> None:
@@ -190,7 +224,7 @@ class _WandB:
         import wandb
 
         directory.mkdir(parents=True, exist_ok=True)
-        mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
+        mode = wandb_mode()
         self.run = wandb.init(
             project=os.environ.get("WANDB_PROJECT", project),
             id=run_id,
