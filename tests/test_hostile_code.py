@@ -289,6 +289,10 @@ BAD_PIPELINES = [
     ("trust-in-set", {"pr": {"run": "rl", "args": {"set": ["grading.trust_grader_code=true"]}}},
      "only on the command line"),
     ("nested-value", {"pr": {"run": "passrate", "args": {"data": {"a": 1}}}}, "expected a scalar"),
+    ("argv-newline", {"tw": {"run": "toy twin", "argv": ["x\n\ttouch {marker}"]}}, "contains a control character"),
+    ("path-climbs-out-of-its-artifact",
+     {"base": {"run": "toy init"}, "pr": {"run": "passrate", "args": {"model": "@base/../../../{tmp_name}"}}},
+     "leaves the artifact of its stage"),
 ]  # fmt: skip
 
 
@@ -349,8 +353,9 @@ def test_values_reach_the_command_line_as_literal_words(tmp_path):
         "system_prompt": f'it\'s `touch {marker}` $HOME; rm -rf / # "x" \\',
         "prompt_template": "{problem} $$ $(ARES) ${PATH} % : = #",
     }
-    path = _pipeline_file(tmp_path, {"base": {"run": "toy init"}, "pr": {"run": "passrate", "args": {
-        "model": "@base", **values}}})  # fmt: skip
+    twin = f"$(shell touch {marker}) `touch {marker}`"
+    path = _pipeline_file(tmp_path, {"base": {"run": "toy init"}, "tw": {"run": "toy twin", "argv": [twin]},
+                                     "pr": {"run": "passrate", "args": {"model": f"@base/model dir/$(shell touch {marker})'", **values}}})  # fmt: skip
     makefile = render(path, tmp_path / "state", ares="ares")
     dry = subprocess.run(
         ["make", "-n", "-f", str(makefile), "all"], capture_output=True, text=True, check=True
@@ -360,6 +365,11 @@ def test_values_reach_the_command_line_as_literal_words(tmp_path):
     for key, value in values.items():
         flag = "--" + key.replace("_", "-")
         assert words[words.index(flag) + 1] == value
+    state = tmp_path / "state"
+    model = words[words.index("--model") + 1]
+    assert model == f"$(cat {state}/base.id)/model dir/$(shell touch {marker})'"  # the shell runs only cat
+    twin_line = next(ln for ln in dry.stdout.splitlines() if ln.startswith("ares --json toy twin"))
+    assert shlex.split(twin_line.split(" > ")[0])[4] == twin
     assert not marker.exists()
 
 
