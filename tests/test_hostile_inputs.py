@@ -254,3 +254,55 @@ def test_an_invalid_manifest_does_not_hide_the_others(tmp_path, files):
     assert code == 0, text
     assert "warning:" in text and "latin1.yaml: not UTF-8 text" in text
     assert "math500" in text and "toy-train" in text
+
+
+def _suite(tmp: Path, name: str, benches: str) -> Path:
+    path = tmp / f"{name}.yaml"
+    path.write_text(f"name: {name}\ndescription: d\nbenches:\n{benches}")
+    return path
+
+
+SUITES = [
+    ("missing-benchmark", "  - {bench: toy-test, label: t, k: 1, metrics: [avg]}\n"
+     "  - {bench: no-such-bench, label: n, k: 1, metrics: [avg]}\n",
+     ["field 'benches[1].bench'", "unknown dataset manifest 'no-such-bench'"]),
+    ("pass-at-zero", "  - {bench: toy-test, label: t, k: 1, metrics: [avg]}\n"
+     "  - {bench: toy-val, label: v, k: 2, metrics: [pass@0]}\n",
+     ["field 'benches[1].metrics'", "pass@N needs 1 <= N <= k (2)"]),
+    ("k-too-large", "  - {bench: toy-test, label: t, k: 100000, metrics: [avg]}\n",
+     ["field 'benches[0].k'", "must be an integer in 1..4096, got 100000"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("benches", "fragments"), [c[1:] for c in SUITES], ids=[c[0] for c in SUITES])
+def test_a_suite_is_checked_whole_before_its_first_eval(tmp_path, benches, fragments):
+    """Every benchmark of a suite is validated first: no eval of the earlier benchmarks runs, and a K is
+    reported as the suite's field, not as a --bench flag the user never passed."""
+    suite = _suite(tmp_path, "shared_suite", benches)
+    root = tmp_path / "artifacts"
+    code, text = _invoke(root, ["eval", "--suite", str(suite), "--model", str(TOY)])
+    assert code == 3, text
+    assert str(suite) in text and all(f in text for f in fragments), text
+    assert "--bench" not in text and not root.exists()
+
+
+REFUSED_EARLY = [
+    ("backend-tpu", ["passrate", "--data", "toy-train", "--model", "{toy}", "--backend", "tpu"], 2,
+     ["config key 'backend': 'tpu' is not one of auto, hf, vllm, replay"]),
+    ("empty-stop", ["eval", "--data", "toy-test", "--model", "{toy}", "--set", "stop=['']"], 2,
+     ["config key 'stop': every stop string must be non-empty, got ['']"]),
+    ("rl-clip-low-negative", ["rl", "--data", "toy-train", "--model", "{toy}", "--set", "loss.clip_low=-1"], 2,
+     ["clip_low, clip_high and cispo_eps_high must be >= 0, got -1.0"]),
+    ("rl-dual-clip-below-one", ["rl", "--data", "toy-train", "--model", "{toy}", "--set", "loss.dual_clip=0.5"], 2,
+     ["dual_clip must be > 1, got 0.5"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "fragments"), [c[1:] for c in REFUSED_EARLY], ids=[c[0] for c in REFUSED_EARLY]
+)
+def test_refused_runs_are_refused_before_the_model_loads_and_leave_no_partial(
+    tmp_path, files, argv, code, fragments
+):
+    _run_case(tmp_path, files, argv, code, fragments)
+    assert not (tmp_path / "artifacts").exists()

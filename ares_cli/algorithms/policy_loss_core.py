@@ -64,7 +64,10 @@ class PolicyLossConfig:
 
     def __post_init__(self):
         if self.clip_low < 0 or self.clip_high < 0 or self.cispo_eps_high < 0:
-            raise UsageError("clip bounds must be >= 0")
+            raise UsageError(
+                f"clip_low, clip_high and cispo_eps_high must be >= 0, got {self.clip_low}, {self.clip_high}, "
+                f"{self.cispo_eps_high}"
+            )
         if self.dual_clip is not None and self.dual_clip <= 1.0:
             raise UsageError(f"dual_clip must be > 1, got {self.dual_clip}")
         if self.top_entropy_frac is not None and not 0 < self.top_entropy_frac <= 1:

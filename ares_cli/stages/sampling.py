@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ares_cli.config import option, seed_option
-from ares_cli.errors import StageFailure
+from ares_cli.errors import StageFailure, UsageError
 from ares_cli.grading.judge import check_judge_grader, parse_judge_grader
 from ares_cli.models.pixels import (
     MAX_PIXELS,
@@ -33,7 +33,7 @@ PASSRATE_BUDGET = 1024  # passrate's budget when neither the user nor the model 
 class SamplingConfig:
     """Generation and grading settings shared by passrate and eval."""
 
-    backend: str = option(
+    backend: Literal["auto", "hf", "vllm", "replay"] = option(
         "auto", "Generation backend: auto (vllm if present with a GPU, else hf), hf, vllm, replay."
     )
     k: int = option(8, "Samples per problem.", ge=1, le=MAX_K)
@@ -84,6 +84,10 @@ class SamplingConfig:
         elif self.grader:
             resolve_grader(self.grader, trust_code=self.trust_grader_code)
         check_pixel_bounds(self.min_pixels, self.max_pixels)
+        if any(not isinstance(s, str) or not s for s in self.stop):
+            raise UsageError(
+                f"config key 'stop': every stop string must be non-empty, got {list(self.stop)!r}"
+            )
 
 
 def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:

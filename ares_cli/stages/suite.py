@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ares_cli.errors import InputError, InputErrors
+from ares_cli.stages.sampling import MAX_K
 
 CODE_VERSION = "1"
 _METRIC = re.compile(r"^(avg|maj|aggregate|pass@\d+)$")
@@ -148,8 +149,8 @@ def _parse_bench(entry: Any, where: str, err) -> SuiteBench | None:
             err(f"{where}.{key}", f"unknown key (allowed: {', '.join(sorted(_BENCH_KEYS))})")
             bad = True
     k = entry.get("k")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        err(f"{where}.k", f"must be an integer >= 1, got {k!r}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        err(f"{where}.k", f"must be an integer in 1..{MAX_K}, got {k!r}")
         bad = True
     if not isinstance(entry.get("bench"), str) or not entry["bench"]:
         err(f"{where}.bench", "missing (a manifest name or data source)")
@@ -162,8 +163,8 @@ def _parse_bench(entry: Any, where: str, err) -> SuiteBench | None:
     ):
         err(f"{where}.metrics", "must be a non-empty list of avg, maj, pass@N, aggregate")
         bad = True
-    elif not bad and any(m.startswith("pass@") and int(m[5:]) > k for m in metrics):
-        err(f"{where}.metrics", f"pass@N needs N <= k ({k})")
+    elif not bad and any(m.startswith("pass@") and not 1 <= int(m[5:]) <= k for m in metrics):
+        err(f"{where}.metrics", f"pass@N needs 1 <= N <= k ({k})")
         bad = True
     if bad:
         return None
@@ -243,6 +244,32 @@ def _cell(value: float, se: float | None) -> str:
     return f"{value:.3f}" if se is None or se != se else f"{value:.3f} ± {se:.3f}"
 
 
+def prepare_suite(suite: Suite, cfg) -> None:
+    """Every benchmark of the suite checked before the first eval runs: its data loads (the manifest or
+    file exists, every record and image is valid) and its golds suit its grader; errors of all of them are
+    reported together, naming the suite file and the benchmark (exit 3)."""
+    from ares_cli.data.loader import load_problems
+    from ares_cli.errors import AresError
+    from ares_cli.stages.evaluate import check_golds
+
+    errors: list[InputError] = []
+    for i, b in enumerate(suite.benches):
+        try:
+            loaded = load_problems(b.bench, limit=cfg.limit)
+            grader = cfg.grader or (loaded.manifest and loaded.manifest.grader) or "math_verify"
+            check_golds(loaded.records, grader, b.bench, cfg.trust_grader_code, loaded.locations)
+        except InputErrors as exc:
+            errors += [InputError(f"benches[{i}] ({b.bench}): {e}", file=suite.path) for e in exc.errors]
+        except AresError as exc:
+            if not isinstance(exc, InputError):
+                raise
+            errors.append(
+                InputError(f"{' '.join(str(exc).split())}", file=suite.path, field=f"benches[{i}].bench")
+            )
+    if errors:
+        raise InputErrors(errors)
+
+
 def run_suite(
     store,
     suite: Suite,
@@ -260,6 +287,7 @@ def run_suite(
     from ares_cli.stages.evaluate import run_eval
     from ares_cli.store.hashing import strict_json
 
+    prepare_suite(suite, cfg)
     results, evals, reused, inputs = {}, {}, {}, []
     for b in suite.benches:
         bench_cfg = replace(cfg, benches=[f"{b.bench}:{b.k}"], k=b.k)

@@ -159,6 +159,13 @@ class LossConfig:
     )
     chunk_size: int = option(128, "Positions per chunk of the token-statistics pass (memory).")
 
+    def check(self) -> None:
+        """The policy loss's own rules (clip bounds >= 0, dual_clip > 1, ...) when the config resolves,
+        not after the model has loaded."""
+        PolicyLossConfig(
+            **{f.name: getattr(self, f.name) for f in fields(PolicyLossConfig) if hasattr(self, f.name)}
+        )
+
 
 @dataclass
 class KLConfig:
