@@ -148,6 +148,8 @@ def read_hf(
     for config in configs:
         label = f"hf:{hf_id}" + (f":{config}" if config else "") + (f"@{split}" if split else "")
         local = Path(hf_id).expanduser()
+        if local.is_dir() and not any(p.is_file() for p in local.rglob("*")):
+            raise InputError("the directory holds no dataset files", file=local)
         try:
             if local.is_dir() and any(
                 (local / f).exists() for f in ("dataset_info.json", "dataset_dict.json")

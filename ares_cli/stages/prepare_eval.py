@@ -197,6 +197,8 @@ def bench_plan(store, cfg, *, data, from_samples, regrade) -> list[dict[str, Any
         raise UsageError("name at least one --bench (or --data)")
     plans = []
     for spec in specs:
+        if not str(spec).strip():
+            raise UsageError("--bench: an empty benchmark name")
         source, k = parse_bench(spec, cfg.k)
         plans.append({"name": bench_name(source), "k": k, "source": source})
     if len({p["name"] for p in plans}) != len(plans):
