@@ -53,6 +53,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
     Image.new("RGB", (2000, 5)).save(tmp / "wide.png")  # aspect ratio 400
     Image.new("RGB", (64, 64)).save(tmp / "ok.png")
     (tmp / "latin1.yaml").write_bytes("name: latin1\ndescription: caf\xe9\n".encode("latin-1"))
+    (tmp / "empty-dir").mkdir()
     manifests = tmp / "manifests"
     manifests.mkdir()
     (manifests / "latin1.yaml").write_bytes((tmp / "latin1.yaml").read_bytes())
@@ -71,6 +72,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
 
     return {
         "tmp": tmp,
+        "empty_dir": tmp / "empty-dir",
         "data": _jsonl(tmp / "problems.jsonl", [_problem("p1"), _problem("p2")]),
         "bomb": _jsonl(tmp / "bomb.jsonl", image_rows("bomb.png")),
         "wide": _jsonl(tmp / "wide.jsonl", image_rows("wide.png")),
@@ -190,6 +192,8 @@ FILES = [
      ["int_role.jsonl, row 1, field 'messages[0].role'", "role 1 is not one of system, user, assistant"]),
     ("sft-unknown-role", ["sft", "--data", "{wizard}", "--model", "{toy}", "--max-steps", "1"], 3,
      ["wizard.jsonl, row 1, field 'messages[0].role'", "role 'wizard' is not one of"]),
+    ("empty-dataset-dir", ["data", "check", "{empty_dir}"], 3, ["empty-dir: the directory holds no dataset files"]),
+    ("empty-bench-name", ["eval", "--bench", "", "--model", "{toy}"], 2, ["--bench: an empty benchmark name"]),
 ]  # fmt: skip
 
 
