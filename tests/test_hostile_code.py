@@ -136,6 +136,7 @@ UNTRUSTED = [
     ("eval", ["eval", "--data", "{problems}", "--from-samples", "{samples}", "--grader", "sentinel_grader:grade"]),
     ("rl", ["rl", "--data", "{problems}", "--model", "m", "--set", "grading.grader=sentinel_grader:grade"]),
     ("curate", ["curate", "--passrates", "{problems}", "--grader", "sentinel_grader:grade"]),
+    ("data-check", ["data", "check", "{problems}", "--grader", "sentinel_grader:grade"]),
 ]  # fmt: skip
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ares_cli.commands.common import TrustGraderCode
 from ares_cli.console import emit, options
 
 app = typer.Typer(help="Problem datasets: validate and summarise, list manifests.", no_args_is_help=True)
@@ -36,6 +37,7 @@ def check_command(
     self_grade: Annotated[
         bool, typer.Option(help="Grade each gold, boxed, against itself (worker processes).")
     ] = True,
+    trust_grader_code: TrustGraderCode = None,
     json_output: Annotated[bool, typer.Option("--json", help="JSON summary on stdout.")] = False,
 ) -> None:
     """Validate every row (exit 3 naming each bad row and field), summarise the dataset, and warn about
@@ -45,7 +47,8 @@ def check_command(
     opts = options(ctx)
     if json_output and not opts.json:
         opts = dataclasses.replace(opts, json=True)
-    summary = check_source(source, field_map=field_map, limit=limit, grader=grader, self_grade=self_grade)
+    summary = check_source(source, field_map=field_map, limit=limit, grader=grader, self_grade=self_grade,
+                           trust_grader_code=bool(trust_grader_code))  # fmt: skip
     if opts.verbosity >= 0:
         _print_summary(opts.console, summary)
     for w in summary["gold_check"]["warnings"]:

@@ -17,13 +17,14 @@ from dataclasses import replace
 from ares_cli.grading.answer_forms import control_characters, plain_text, repair_escapes, strip_delimiters
 
 
-def _self_grade_spec(grader: str):
-    """The worker grader a gold is checked with: the rules of a judge grader; ``math`` without shortcut."""
+def _self_grade_spec(grader: str, trust_code: bool = False):
+    """The worker grader a gold is checked with: the rules of a judge grader; ``math`` without shortcut
+    (``trust_code``: a module path is allowed, the user's ``--trust-grader-code``)."""
     from ares_cli.grading.judge import parse_judge_grader, rules_spec
     from ares_cli.grading.registry import resolve_grader
 
     judged = parse_judge_grader(grader)
-    spec = rules_spec(judged) if judged else resolve_grader(grader)
+    spec = rules_spec(judged) if judged else resolve_grader(grader, trust_code=trust_code)
     if spec.target.startswith("ares_cli.grading.math_grader:"):
         return replace(spec, name="math_verify/self", target="ares_cli.grading.math_grader:gold_self_grade")
     return spec
@@ -37,6 +38,7 @@ def gold_warnings(
     self_grade: bool = True,
     workers: int = 2,
     timeout_s: float = 10.0,
+    trust_code: bool = False,
 ) -> list[dict]:
     """One warning per problem and kind: ``{id, file, row, field, kind, detail}``."""
     where = list(locations) + [("", 0)] * (len(records) - len(locations))
@@ -66,7 +68,7 @@ def gold_warnings(
     if self_grade and records:
         from ares_cli.grading import GradingPool
 
-        spec = _self_grade_spec(grader)
+        spec = _self_grade_spec(grader, trust_code)
         copy = (
             repair_escapes if spec.target.endswith(":gold_self_grade") else str
         )  # a boxed answer is stripped

@@ -77,6 +77,7 @@ def check_source(
     limit: int | None = None,
     grader: str | None = None,
     self_grade: bool = True,
+    trust_grader_code: bool = False,
 ) -> dict:
     """Load and validate ``source``, decoding every image (raises InputErrors naming every bad row, file and
     field), and summarise it, with warnings about golds the grader cannot read
@@ -89,7 +90,9 @@ def check_source(
     image_summary, errors = inspect_images(loaded.records, loaded.locations)
     raise_errors(errors)
     grader = grader or (loaded.manifest and loaded.manifest.grader) or "math_verify"
-    warnings = gold_warnings(loaded.records, loaded.locations, grader=grader, self_grade=self_grade)
+    warnings = gold_warnings(
+        loaded.records, loaded.locations, grader=grader, self_grade=self_grade, trust_code=trust_grader_code
+    )
     return {
         "source": str(source),
         "valid": True,
