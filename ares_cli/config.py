@@ -224,15 +224,23 @@ def resolve(
     """Build a config: defaults < ``base`` (an eval suite's settings, read from ``base_file``) < YAML <
     ``--set`` < explicit flags (flags whose value is None are unset)."""
     refuse_command_line_only(cls, base or {}, str(base_file or "an evaluation suite"))
-    config = _apply(cls(), base or {})
+    config = _apply_from(cls(), base or {}, base_file)
     from_file = load_yaml(yaml_path, section=section)
     refuse_command_line_only(cls, from_file, str(yaml_path))
-    config = _apply(config, from_file)
+    config = _apply_from(config, from_file, yaml_path)
     config = _apply(config, parse_sets(sets or []))
     explicit = {k: v for k, v in (flags or {}).items() if v is not None}
     config = _apply(config, parse_sets([]) | _nest(explicit))
     check(config)
     return config
+
+
+def _apply_from(config: T, values: dict[str, Any], file: str | Path | None) -> T:
+    """:func:`_apply` for values read from ``file``: a bad key or value names the file it is in."""
+    try:
+        return _apply(config, values)
+    except UsageError as err:
+        raise (UsageError(f"{file}: {err}") if file is not None else err) from None
 
 
 def refuse_command_line_only(cls: type, values: dict[str, Any], where: str, prefix: str = "") -> None:

@@ -54,6 +54,12 @@ def files(tmp_path_factory) -> dict[str, Path]:
     Image.new("RGB", (64, 64)).save(tmp / "ok.png")
     (tmp / "latin1.yaml").write_bytes("name: latin1\ndescription: caf\xe9\n".encode("latin-1"))
     (tmp / "empty-dir").mkdir()
+    (tmp / "mixed-dir").mkdir()
+    _jsonl(tmp / "mixed-dir" / "a.jsonl", [_problem("m1")])
+    (tmp / "mixed-dir" / "b.jsonl").write_bytes(b"\x00\xff not json")
+    (tmp / "jsonl-dir").mkdir()
+    for part in ("a", "b"):
+        _jsonl(tmp / "jsonl-dir" / f"{part}.jsonl", [_problem(f"{part}{i}") for i in range(2)])
     manifests = tmp / "manifests"
     manifests.mkdir()
     (manifests / "latin1.yaml").write_bytes((tmp / "latin1.yaml").read_bytes())
@@ -73,6 +79,8 @@ def files(tmp_path_factory) -> dict[str, Path]:
     return {
         "tmp": tmp,
         "empty_dir": tmp / "empty-dir",
+        "mixed_dir": tmp / "mixed-dir",
+        "jsonl_dir": tmp / "jsonl-dir",
         "data": _jsonl(tmp / "problems.jsonl", [_problem("p1"), _problem("p2")]),
         "bomb": _jsonl(tmp / "bomb.jsonl", image_rows("bomb.png")),
         "wide": _jsonl(tmp / "wide.jsonl", image_rows("wide.png")),
@@ -193,6 +201,8 @@ FILES = [
     ("sft-unknown-role", ["sft", "--data", "{wizard}", "--model", "{toy}", "--max-steps", "1"], 3,
      ["wizard.jsonl, row 1, field 'messages[0].role'", "role 'wizard' is not one of"]),
     ("empty-dataset-dir", ["data", "check", "{empty_dir}"], 3, ["empty-dir: the directory holds no dataset files"]),
+    ("unreadable-dataset-dir", ["data", "check", "{mixed_dir}"], 3,
+     ["mixed-dir: could not read the folder's data files"]),
     ("empty-bench-name", ["eval", "--bench", "", "--model", "{toy}"], 2, ["--bench: an empty benchmark name"]),
 ]  # fmt: skip
 
@@ -200,6 +210,14 @@ FILES = [
 @pytest.mark.parametrize(("argv", "code", "fragments"), [c[1:] for c in FILES], ids=[c[0] for c in FILES])
 def test_files_and_records_that_cannot_be_read_are_named(tmp_path, files, argv, code, fragments):
     _run_case(tmp_path, files, argv, code, fragments)
+
+
+@pytest.mark.valid_input
+def test_a_local_folder_of_data_files_is_read_without_the_hub(tmp_path, files):
+    """A folder is local data: read as such, never reported as missing from the Hugging Face cache."""
+    code, text = _invoke(tmp_path / "artifacts", ["data", "check", str(files["jsonl_dir"])])
+    assert code == 0, text
+    assert "4 rows from" in text and "Hugging Face cache" not in text
 
 
 TRACKERS = [

@@ -158,11 +158,17 @@ def read_hf(
                 obj = obj[split] if split and isinstance(obj, datasets.DatasetDict) else obj
             else:
                 kwargs = {"revision": revision} if revision else {}
-                require_fetchable(hf_id, "dataset")  # not cached and no hub: fail now, not after retries
+                if not local.is_dir():  # a local folder of data files is read by `datasets`, not fetched
+                    require_fetchable(hf_id, "dataset")  # not cached and no hub: fail now, not after retries
                 obj = datasets.load_dataset(hf_id, name=config, split=split, **kwargs)
         except InputError as exc:
             raise InputError(str(exc), file=label) from None
         except Exception as exc:  # hub, cache and builder errors have many types
+            if local.is_dir():
+                cause = f" ({type(exc.__cause__).__name__}: {exc.__cause__})" if exc.__cause__ else ""
+                raise InputError(
+                    f"could not read the folder's data files: {type(exc).__name__}: {exc}{cause}", file=local
+                ) from None
             raise InputError(
                 f"could not load dataset: {type(exc).__name__}: {exc} (offline? it must be in the HF cache, "
                 "with HF_DATASETS_OFFLINE=1, or use a local file)",

@@ -116,10 +116,16 @@ def load_suite(name: str) -> Suite:
     if not isinstance(raw, list) or not raw:
         err("benches", "must be a non-empty list")
         raw = []
+    first_of_label: dict[str, int] = {}
     for i, entry in enumerate(raw):
         bench = _parse_bench(entry, f"benches[{i}]", err)
-        if bench is not None:
-            benches.append(bench)
+        if bench is None:
+            continue
+        benches.append(bench)
+        if bench.label in first_of_label:  # two benchmarks under one label: one column would hide the other
+            j = first_of_label[bench.label]
+            err(f"benches[{i}].label", f"label {bench.label!r} is also the label of benches[{j}]")
+        first_of_label.setdefault(bench.label, i)
     if len({b.bench for b in benches}) != len(benches):
         err("benches", "a benchmark is listed twice")
     average = doc.get("average") or []
@@ -153,7 +159,11 @@ def _parse_bench(entry: Any, where: str, err) -> SuiteBench | None:
         err(f"{where}.k", f"must be an integer in 1..{MAX_K}, got {k!r}")
         bad = True
     if not isinstance(entry.get("bench"), str) or not entry["bench"]:
-        err(f"{where}.bench", "missing (a manifest name or data source)")
+        got = f", got {entry['bench']!r}" if entry.get("bench") is not None else ""
+        err(f"{where}.bench", f"missing (a manifest name or data source){got}")
+        bad = True
+    if "label" in entry and (not isinstance(entry["label"], str) or not entry["label"].strip()):
+        err(f"{where}.label", f"must be a non-empty string, got {entry['label']!r}")
         bad = True
     metrics = entry.get("metrics")
     if (
