@@ -174,6 +174,7 @@ def test_no_file_can_grant_the_opt_in(world, argv, content, fragment):
     assert not world["marker"].exists()
 
 
+@pytest.mark.valid_input
 def test_with_the_opt_in_a_custom_grader_grades(world):
     args = ["eval", "--data", str(world["problems"]), "--from-samples", str(world["samples"]),
             "--grader", f"{__name__}:custom_grade", "--trust-grader-code"]  # fmt: skip
@@ -196,7 +197,7 @@ def test_with_the_opt_in_a_custom_grader_grades(world):
         ("rich:os.path.join", "not defined in 'rich'"),
     ],
 )
-def test_a_trusted_path_is_checked_as_the_object_it_reaches(target, fragment):
+def test_a_trusted_path_is_checked_as_the_object_it_reaches(world, target, fragment):
     """Even with the opt-in, the path must name a function where it is defined: an attribute path cannot
     walk from an allowed module into ``os`` (the check is on the object, in the parent and the workers)."""
     with pytest.raises(UsageError) as err:
@@ -204,6 +205,12 @@ def test_a_trusted_path_is_checked_as_the_object_it_reaches(target, fragment):
     assert fragment in str(err.value)
     with pytest.raises(UsageError):
         load_target(target)  # what a grading worker calls
+    argv = ["eval", "--data", str(world["problems"]), "--from-samples", str(world["samples"]),
+            "--grader", target, "--trust-grader-code"]  # fmt: skip
+    code, text = _invoke(world["tmp"] / "artifacts", *argv)
+    assert code == 2 and fragment in text, text
+    assert world["victim"].read_text() == "keep me\n" and not (world["tmp"] / "moved").exists()
+    assert not (world["tmp"] / "artifacts").exists()
 
 
 def test_an_installed_entry_point_is_a_registered_name(monkeypatch):

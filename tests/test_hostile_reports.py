@@ -152,9 +152,14 @@ def test_every_bad_label_is_a_usage_error(labelled_eval, argv, fragment):
     assert fragment in text
 
 
-def test_tables_in_a_log_are_printed_at_full_width(tmp_path):
+@pytest.fixture()
+def eight_levels(tmp_path) -> tuple[Path, Path]:
+    return _eval(tmp_path, [(d, "toy") for d in range(1, 9)])
+
+
+def test_tables_in_a_log_are_printed_at_full_width(eight_levels):
     """stderr to a file (make demo | tee, cron): no 80-column squeeze, no cells cut to '0.…'."""
-    root, artifact = _eval(tmp_path, [(d, "toy") for d in range(1, 9)])
+    root, artifact = eight_levels
     label = "a-model-label-that-is-much-longer-than-a-terminal-column-" * 2
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     proc = subprocess.run(

@@ -105,12 +105,18 @@ def _reseal(step_dir: Path, meta_change: dict) -> None:
     listing.write_text(json.dumps(entries))
 
 
-def test_a_partial_rl_run_trusts_neither_its_checkpoint_metadata_nor_its_metric_log(tiny_model_dir, tmp_path):
+@pytest.fixture()
+def partial_rl_run(tiny_model_dir, tmp_path) -> tuple[Path, list[str], Path]:
+    """An RL run stopped after its first step: (root, its argv, its partial directory)."""
     root = tmp_path / "artifacts"
     argv = [*RL, "--model", str(tiny_model_dir)]
     code, text = _invoke(root, *argv, "--set", "max_steps_this_run=1")
     assert code == 1 and "stopped after step 1" in text, text
-    partial = next((root / "rl").glob("rl-*.partial"))
+    return root, argv, next((root / "rl").glob("rl-*.partial"))
+
+
+def test_a_partial_rl_run_trusts_neither_its_checkpoint_metadata_nor_its_metric_log(partial_rl_run):
+    root, argv, partial = partial_rl_run
     step = partial / "checkpoints" / "step-000001"
 
     metrics = partial / "metrics.jsonl"
