@@ -12,6 +12,8 @@ A stage entry: ``run`` (the verb, e.g. ``passrate`` or ``toy init``), ``argv`` (
 verb, e.g. a twin's name), ``args`` (CLI options; a value ``@other`` is the artifact path of stage
 ``other``, ``@other/model`` a path inside it), ``recipe`` (a YAML config file, e.g. ``pipelines/rl/paec-qwen2.5-math-1.5b.yaml``, under
 ``config``) and ``config`` (keys over the recipe's; the merge is written to the stage's ``--config`` file).
+Any other key, at the top (``name``, ``description``, ``notes``, ``artifacts_root``, ``stages``, ``report``) or in a
+stage, is an InputError naming it: a misspelt key is never ignored.
 
 A pipeline file is data that people share, so nothing in it reaches the shell or Make as code: stage names
 and ``args`` keys are identifiers (anything else is a UsageError naming it), every value and ``argv`` word
@@ -33,7 +35,10 @@ from ares_cli.errors import AresError, InputError, UsageError
 
 VERBS = ("toy init", "toy twin", "passrate", "curate", "sft", "rl", "eval")
 CONFIG_VERBS = ("passrate", "curate", "sft", "rl", "eval")
-STAGE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # a Make target and a file name in the state dir
+ARGV_VERBS = ("toy twin",)  # the verbs that take positional words (a twin's name)
+STAGE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,99}")  # a Make target and a file name in the state dir
+TOP_KEYS = ("name", "description", "notes", "artifacts_root", "stages", "report")
+STAGE_KEYS = ("run", "argv", "args", "recipe", "config", "notes")
 ARG_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")  # becomes --key-with-dashes
 # Opt-ins that run code: only the person at the command line may give them, never a shared file.
 COMMAND_LINE_ONLY = ("trust_grader_code",)
@@ -56,6 +61,9 @@ def load_pipeline(path: str | Path) -> dict[str, Any]:
         raise InputError(f"invalid YAML ({err})", file=path) from None
     if not isinstance(spec, dict):
         raise InputError("expected a mapping at the top level", file=path)
+    for key in spec:
+        if key not in TOP_KEYS:  # a misspelt key would be ignored without a word
+            raise InputError(f"unknown key (allowed: {', '.join(TOP_KEYS)})", file=path, field=str(key))
     stages = spec.get("stages")
     if not isinstance(stages, dict) or not stages:
         raise InputError("expected a non-empty 'stages' mapping", file=path, field="stages")
@@ -68,17 +76,26 @@ def load_pipeline(path: str | Path) -> dict[str, Any]:
     for name, stage in stages.items():
         if not isinstance(name, str) or not STAGE_NAME.fullmatch(name):
             raise UsageError(
-                f"{path}: stage name {name!r} is not an identifier (a letter or '_', then letters, digits, "
-                "'_' or '-'): it becomes a Make target and a file name"
+                f"{path}: stage name {name!r} is not an identifier (a letter or '_', then up to 99 letters, "
+                "digits, '_' or '-'): it becomes a Make target and a file name"
             )
         if not isinstance(stage, dict) or stage.get("run") not in VERBS:
             raise InputError(
                 f"'run' must be one of {', '.join(VERBS)}", file=path, field=f"stages.{name}.run"
             )
+        for key in stage:
+            if key not in STAGE_KEYS:
+                raise InputError(
+                    f"unknown key (allowed: {', '.join(STAGE_KEYS)})", file=path, field=f"stages.{name}.{key}"
+                )
+        if not isinstance(stage.get("config") or {}, dict):
+            raise InputError("must be a mapping of config keys", file=path, field=f"stages.{name}.config")
         args = stage.get("args") or {}
         if not isinstance(args, dict):
             raise InputError("must be a mapping of option: value", file=path, field=f"stages.{name}.args")
         argv = stage.get("argv") or []
+        if argv and stage["run"] not in ARGV_VERBS:
+            raise InputError("this verb takes no positional words", file=path, field=f"stages.{name}.argv")
         for word in argv if isinstance(argv, list) else [argv]:
             _check_value(path, f"stages.{name}.argv", word)
         for key, value in args.items():
@@ -94,6 +111,13 @@ def load_pipeline(path: str | Path) -> dict[str, Any]:
         if stage.get("recipe") and not Path(stage["recipe"]).is_file():
             raise InputError("recipe file not found", file=path, field=f"stages.{name}.recipe")
         seen.append(name)
+    report = spec.get("report") or {}
+    compare = report.get("compare") or {} if isinstance(report, dict) else None
+    if not isinstance(compare, dict) or set(report) - {"compare"}:
+        raise InputError("must be a mapping {compare: {label: stage}}", file=path, field="report")
+    for label, stage_name in compare.items():
+        if stage_name not in stages:
+            raise InputError(f"{stage_name!r} is not a stage", file=path, field=f"report.compare.{label}")
     return spec
 
 

@@ -194,3 +194,43 @@ def test_a_careless_input_is_named_with_its_code(tmp_path, files, argv, code, fr
     for fragment in fragments:
         assert fragment.format(**files) in text, text
     assert not list(root.glob("*/*.partial")) if root.exists() else True
+
+
+PIPELINES = [
+    ("unknown-top-key", "stage: {a: {run: toy init}}\nstages: {a: {run: toy init}}\n", 3,
+     ["field 'stage': unknown key (allowed: name, description"]),
+    ("unknown-stage-key", "stages: {a: {run: passrate, confg: {k: 2}}}\n", 3,
+     ["field 'stages.a.confg': unknown key (allowed: run, argv"]),
+    ("config-a-list", "stages: {a: {run: passrate, config: [k]}}\n", 3,
+     ["field 'stages.a.config': must be a mapping of config keys"]),
+    ("argv-on-passrate", "stages: {a: {run: passrate, argv: [x]}}\n", 3,
+     ["field 'stages.a.argv': this verb takes no positional words"]),
+    ("report-a-list", "report: [a]\nstages: {a: {run: toy init}}\n", 3,
+     ["field 'report': must be a mapping {compare: {label: stage}}"]),
+    ("report-unknown-stage", "report: {compare: {x: zz}}\nstages: {a: {run: toy init}}\n", 3,
+     ["field 'report.compare.x': 'zz' is not a stage"]),
+    ("stage-name-too-long", "stages: {" + "a" * 101 + ": {run: toy init}}\n", 2,
+     ["is not an identifier (a letter or '_', then up to 99 letters"]),
+    ("stage-not-a-mapping", "stages: {a: 5}\n", 3, ["field 'stages.a.run': 'run' must be one of toy init"]),
+    ("reference-to-itself", "stages: {a: {run: passrate, args: {model: '@a'}}}\n", 3,
+     ["field 'stages.a.args.model': '@a' is not an earlier stage"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "fragments"), [c[1:] for c in PIPELINES], ids=[c[0] for c in PIPELINES]
+)
+def test_a_careless_pipeline_file_is_named_before_anything_is_written(tmp_path, text, code, fragments):
+    import subprocess
+    import sys
+
+    path = tmp_path / "shared.yaml"
+    path.write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ares_cli.pipeline", "render", str(path), "--state", str(tmp_path / "state")],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == code and "Traceback" not in said, said
+    assert str(path) in said and all(f in said for f in fragments), said
+    assert not (tmp_path / "state").exists()
