@@ -85,6 +85,31 @@ def test_a_read_only_store_still_verifies_and_is_up_to_date(eval_store, monkeypa
     assert "up to date" in text
 
 
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"inputs": 5}, "corrupt manifest ('inputs' is not a list)"),
+        ({"inputs": [{"role": "a"}]}, "corrupt manifest (inputs[0] lacks a role, a path or a sha256)"),
+        ({"config": "x"}, "corrupt manifest ('config' is not an object)"),
+        ({"stats": [1]}, "corrupt manifest ('stats' is not an object)"),
+    ],
+    ids=["inputs-not-a-list", "input-without-hash", "config-not-an-object", "stats-not-an-object"],
+)
+@pytest.mark.parametrize(
+    "verb", [["artifacts", "lineage"], ["artifacts", "show"], ["eval", "--regrade"], ["report", "compare"]]
+)
+def test_a_manifest_of_the_wrong_shape_is_corrupt(eval_store, change, fragment, verb):
+    """A stored manifest is read as data: a field of the wrong shape is exit 4 naming it (lineage and
+    regrade iterated them and crashed)."""
+    root, _ = eval_store
+    manifest_file = next((root / "eval").glob("eval-*/manifest.json"))
+    manifest_file.write_text(json.dumps(json.loads(manifest_file.read_text()) | change))
+    ref = f"a={manifest_file.parent}" if verb[0] == "report" else str(manifest_file.parent)
+    code, text = _invoke(root, *verb, ref)
+    assert code == 4, text
+    assert f"{manifest_file}: {fragment}" in text
+
+
 # -- checkpoints and the metric log of a partial RL run --------------------------------------------------
 
 RL = ["rl", "--algo", "grpo", "--data", "toy-train", "--steps", "2", "--trust-grader-code",

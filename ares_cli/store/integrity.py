@@ -146,6 +146,17 @@ def check_manifest(manifest: Any, path: Path) -> dict[str, Any]:
         rel = Path(out["path"])
         if rel.is_absolute() or ".." in rel.parts:
             raise bad(f"outputs[{i}] path {out['path']!r} leaves the artifact directory")
+    for name in ("config", "stats"):
+        if not isinstance(manifest.get(name, {}), dict):
+            raise bad(f"'{name}' is not an object")
+    inputs = manifest.get("inputs", [])
+    if not isinstance(inputs, list):
+        raise bad("'inputs' is not a list")
+    for i, item in enumerate(inputs):
+        if not (
+            isinstance(item, dict) and all(isinstance(item.get(k), str) for k in ("role", "path", "sha256"))
+        ):
+            raise bad(f"inputs[{i}] lacks a role, a path or a sha256")
     return manifest
 
 
