@@ -65,7 +65,7 @@ def test_the_rehearsal_renders_with_the_twin_and_the_stand_ins(name, tmp_path):
 
     makefile = render(ROOT / "pipelines" / f"{name}.yaml", tmp_path / "state", ares="ares").read_text()
     assert "$(ARES) --json toy twin qwen2.5-" in makefile
-    assert '"$$(cat ' in makefile and '/twin.id)/model"' in makefile  # curate tokenises with the twin's files
+    assert '"$$(cat ' in makefile and '/twin.id)"/model' in makefile  # curate tokenises with the twin's files
     config = yaml.safe_load((tmp_path / "state" / "rl.yaml").read_text())
     assert config["optim"]["deepspeed"].startswith("pipelines/deepspeed/zero")
     spec = load_pipeline(ROOT / "pipelines" / f"{name}.yaml")
