@@ -44,7 +44,8 @@ class PreparedEval:
             "benches": [f"{p['name']}:{p['k']}" for p in self.benches],
             "graders": {p["name"]: p["grader"] for p in self.benches},
             "grader_labels": {
-                p["name"]: grader_label(p["grader"], trust_code=self.cfg.trust_grader_code) for p in self.benches
+                p["name"]: grader_label(p["grader"], trust_code=self.cfg.trust_grader_code)
+                for p in self.benches
             },  # a new grader re-keys
             "aggregates": {p["name"]: p["aggregate"] for p in self.benches if p["aggregate"]},
         }

@@ -260,7 +260,7 @@ def prepare_suite(suite: Suite, cfg) -> None:
     reported together, naming the suite file and the benchmark (exit 3)."""
     from ares_cli.data.loader import load_problems
     from ares_cli.errors import AresError
-    from ares_cli.stages.evaluate import check_golds
+    from ares_cli.stages.prepare_eval import check_golds
 
     errors: list[InputError] = []
     for i, b in enumerate(suite.benches):
