@@ -190,12 +190,13 @@ def test_hooks_drive_the_trainer(tiny_model_dir, tmp_path, monkeypatch):
 
 # ---- micro-batch invariance ---------------------------------------------------------------------------
 BATCHING = [  # every batching mode: row counts, token budgets (sorted by length), packing, both stats paths
-    ("optim.micro_batch_size=1",),
-    ("optim.micro_batch_size=4",),
-    ("optim.micro_batch_size=4", "optim.stats_path=logits"),
+    ("optim.micro_batch_size=1", "optim.max_tokens_per_micro_batch=null"),
+    ("optim.micro_batch_size=4", "optim.max_tokens_per_micro_batch=null"),
+    ("optim.micro_batch_size=4", "optim.max_tokens_per_micro_batch=null", "optim.stats_path=logits"),
+    ("optim.max_tokens_per_micro_batch=auto",),
     ("optim.max_tokens_per_micro_batch=24",),
     ("optim.max_tokens_per_micro_batch=60",),
-    ("optim.pack_sequences=true", "optim.micro_batch_size=3"),
+    ("optim.pack_sequences=true", "optim.micro_batch_size=3", "optim.max_tokens_per_micro_batch=null"),
     ("optim.pack_sequences=true", "optim.max_tokens_per_micro_batch=40"),
 ]
 

@@ -111,14 +111,14 @@ def test_lr_schedule():
 def test_micro_batch_split_does_not_change_training(tiny, tmp_path):
     model_dir, data = tiny
     a = train_sft(
-        _cfg(micro_batch_size=1, max_steps=2),
+        _cfg(micro_batch_size=1, max_steps=2, max_tokens_per_micro_batch=None),
         model_path=model_dir,
         data_path=data,
         out_dir=tmp_path / "a",
         log=lambda _m: None,
     )
     b = train_sft(
-        _cfg(micro_batch_size=4, max_steps=2),
+        _cfg(micro_batch_size=4, max_steps=2, max_tokens_per_micro_batch=None),
         model_path=model_dir,
         data_path=data,
         out_dir=tmp_path / "b",
@@ -126,14 +126,14 @@ def test_micro_batch_split_does_not_change_training(tiny, tmp_path):
     )
     assert abs(a.stats["final_loss"] - b.stats["final_loss"]) < 1e-5
     c = train_sft(
-        _cfg(micro_batch_size=4, max_steps=2, batching="packed"),
+        _cfg(micro_batch_size=4, max_steps=2, batching="packed", max_tokens_per_micro_batch=None),
         model_path=model_dir,
         data_path=data,
         out_dir=tmp_path / "c",
         log=lambda _m: None,
     )
     d = train_sft(
-        _cfg(micro_batch_size=2, max_steps=2, batching="packed"),
+        _cfg(micro_batch_size=2, max_steps=2, batching="packed", max_tokens_per_micro_batch=None),
         model_path=model_dir,
         data_path=data,
         out_dir=tmp_path / "d",

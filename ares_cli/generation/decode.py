@@ -61,12 +61,16 @@ def _forward_kwargs(model) -> tuple[str, str | None]:
     return cache_kw, keep_kw
 
 
-def _new_cache(model):
-    from transformers import DynamicCache
-
+def _new_cache(model, capacity: int):
+    """A KV cache for ``capacity`` positions, allocated once (:mod:`.kv_cache`); transformers' growing
+    ``DynamicCache`` where the installed version has no per-layer cache classes."""
     try:
-        return DynamicCache(config=model.config)
-    except TypeError:  # transformers < 4.56
+        from ares_cli.generation.kv_cache import preallocated_cache
+
+        return preallocated_cache(model, capacity)
+    except (ImportError, TypeError):  # transformers < 4.56
+        from transformers import DynamicCache
+
         return DynamicCache()
 
 
@@ -119,7 +123,7 @@ def decode_chunk(
     ids, mask = _left_pad([k[0] for k in unique], pad_id, device)
     inputs = forward_inputs(model, ids, mask, first)
     cache_kw, keep_kw = _forward_kwargs(model)
-    cache = _new_cache(model)
+    cache = _new_cache(model, ids.shape[1] + max_new_tokens)
     extra = {keep_kw: 1} if keep_kw else {}
     out = model(input_ids=ids, attention_mask=mask, use_cache=True, **inputs, **{cache_kw: cache}, **extra)
     src = torch.tensor(row_src, dtype=torch.long, device=device)

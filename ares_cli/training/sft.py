@@ -41,7 +41,12 @@ class SFTConfig:
         256, "Global batch: sequences per optimiser step over all ranks (ARES: 256).", ge=1
     )
     micro_batch_size: int = option(
-        4, "Sequences per forward/backward on one rank; accumulation is derived.", ge=1
+        4, "Sequences per forward/backward on one rank when max_tokens_per_micro_batch is null.", ge=1
+    )
+    max_tokens_per_micro_batch: int | Literal["auto"] | None = option(
+        "auto",
+        "Token budget per forward/backward (each rank's share sorted by length); auto = max(2048, longest "
+        "row); null = micro_batch_size rows.",
     )
     max_seq_len: int | None = option(
         None,
@@ -220,7 +225,10 @@ class StepPlan:
         self.epoch, self.batches = None, []
 
     def micro_batches(self, step: int) -> tuple[int, list[list]]:
-        """(epoch, this rank's ``n_micro`` micro-batches of examples) of optimiser step ``step``."""
+        """(epoch, this rank's micro-batches of examples) of optimiser step ``step``: ``n_micro`` row slices,
+        or this rank's share planned by the token budget (as many micro-batches on every rank under
+        DeepSpeed, whose ranks reduce in each backward)."""
+        from ares_cli.training.micro_batches import equalise, plan_micro_batches
         from ares_cli.training.sft_data import epoch_batches, micro_batches
 
         run, config = self.run, self.run.config
@@ -228,7 +236,19 @@ class StepPlan:
         if epoch != self.epoch:
             self.batches = epoch_batches(self.lengths, config.batch_size, config.seed, epoch, config.batching)
             self.epoch = epoch
-        mine = micro_batches(self.batches[index], run.n_micro, run.dist.rank, run.dist.world_size)
+        rank, world = run.dist.rank, run.dist.world_size
+        if config.max_tokens_per_micro_batch is None:
+            mine = micro_batches(self.batches[index], run.n_micro, rank, world)
+        else:
+            share = micro_batches(self.batches[index], 1, rank, world)[0]
+            plan = plan_micro_batches([0] * len(share), [self.lengths[i] for i in share], rows=config.micro_batch_size,
+                                      max_tokens=config.max_tokens_per_micro_batch,
+                                      packed=config.batching == "packed")  # fmt: skip
+            if run.engine is not None and world > 1:
+                from ares_cli.training import distributed
+
+                plan = equalise(plan, max(distributed.all_gather_json(len(plan))))
+            mine = [[share[j] for j in part] for part in plan]
         return epoch, [[run.examples[i] for i in part] for part in mine]
 
 
@@ -266,7 +286,7 @@ def accumulate_gradients(run, local: list[list], n_response: float):
 
     config, engine, device = run.config, run.engine, run.dist.device
     loss_sum = torch.zeros((), dtype=torch.float64)
-    for part in local:
+    for i, part in enumerate(local):
         batch = collate(part, pad_id=run.pad_id, packed=config.batching == "packed", processor=run.processor)
         vision = batch.pop("vision", None)
         batch = {k: v.to(device) for k, v in batch.items()}
@@ -276,6 +296,7 @@ def accumulate_gradients(run, local: list[list], n_response: float):
             summed = micro_loss(run.forward, batch, config.stats_path)
         loss_sum += summed.detach().double().cpu()
         if engine is not None:  # DeepSpeed averages over ranks: undo it, and do not divide by accumulation
+            engine.set_gradient_accumulation_boundary(i == len(local) - 1)
             engine.backward(summed * (run.dist.world_size / n_response), scale_wrt_gas=False)
             engine.step()
         else:

@@ -122,10 +122,13 @@ def set_up(config, *, model_path, data_path, out_dir, log, progress) -> tuple[SF
     n_micro = accumulation_steps(config, dist.world_size)
     steps_per_epoch = math.ceil(len(examples) / config.batch_size)
     total_steps = config.max_steps or config.epochs * steps_per_epoch
+    budget = config.max_tokens_per_micro_batch
+    micro_plan = (f"{n_micro} micro x {config.micro_batch_size}" if budget is None
+                  else f"micro-batches of <= {'max(2048, longest row)' if budget == 'auto' else budget} tokens")  # fmt: skip
     log(
         f"sft: {len(examples)} examples ({counts['truncated']} truncated, {counts['dropped_no_response']} "
-        f"dropped), {total_steps} steps of {config.batch_size} = {dist.world_size} rank(s) x {n_micro} micro "
-        f"x {config.micro_batch_size}; {frozen} frozen params; {'bf16' if bf16 else 'fp32'}"
+        f"dropped), {total_steps} steps of {config.batch_size} = {dist.world_size} rank(s) x {micro_plan}; "
+        f"{frozen} frozen params; {'bf16' if bf16 else 'fp32'}"
     )
 
     # -- resume: weights go in before the optimizer (and ZeRO's fp32 partitions) are built from them

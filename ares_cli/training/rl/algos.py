@@ -3,6 +3,7 @@
 The trainer calls, per step and in this order (it never asks which algorithm it runs)::
 
     rollout_stats() / train_stats()      which token statistics the no-grad and the loss forwards compute
+    reads_old_stats                      whether a hook reads the no-grad pass's statistics (old_*)
     needs_ref()                          whether a frozen reference model is needed
     prepare(batch)                       after the no-grad pass: detection, buckets, masks (may all-reduce)
     rewards(batch)                       -> (seq_rewards [N], token_bonus [N, T] | None, metrics)
@@ -44,6 +45,11 @@ class Algorithm:
 
     def train_stats(self) -> tuple[str, ...]:
         return ("logprob", "entropy")
+
+    #: Whether ``prepare`` / ``rewards`` / ``kl_weights`` / ``minibatch_start`` / ``extra_loss`` /
+    #: ``after_step`` read the no-grad pass's ``old_*`` statistics. When none does, a strictly on-policy
+    #: update takes its θ_old log-probs from the training forward, detached (:func:`~.update.on_policy`).
+    reads_old_stats: bool = False
 
     @property
     def entropy_grad(self) -> bool:

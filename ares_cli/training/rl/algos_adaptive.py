@@ -27,6 +27,8 @@ from ares_cli.training.rl.algos import Algorithm, group_correct
 
 
 class AEPO(Algorithm):
+    reads_old_stats = True  # prepare reads the old policy's entropies and log-probs
+
     def __init__(self, cfg, reduce, gather=None):
         from ares_cli.algorithms.aepo_kl import kl_controller_from_config
         from ares_cli.algorithms.aepo_reward import target_tracker_from_config
@@ -130,6 +132,8 @@ class AEPO(Algorithm):
 
 
 class PAEC(Algorithm):
+    reads_old_stats = True  # prepare and minibatch_start read the old nucleus entropies
+
     def __init__(self, cfg, reduce, gather=None):
         from ares_cli.algorithms.controllers import EntropyAnchor
 

@@ -18,6 +18,8 @@ from ares_cli.training.rl.algos import Algorithm, group_correct
 
 
 class AER(Algorithm):
+    reads_old_stats = True  # prepare, minibatch_start and after_step read the old entropies
+
     def __init__(self, cfg, reduce, gather=None):
         from ares_cli.algorithms.controllers import AERController
 

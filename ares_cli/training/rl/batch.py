@@ -173,7 +173,7 @@ def micro_slices(n: int, size: int) -> list[slice]:
     return [slice(s, min(s + size, n)) for s in range(0, n, size)]
 
 
-def micro_plan(mb: RolloutBatch, *, rows: int, max_tokens: int | None = None, packed: bool = False,
+def micro_plan(mb: RolloutBatch, *, rows: int, max_tokens: int | str | None = None, packed: bool = False,
                world_size: int = 1, equal_counts: bool = False) -> list[list[int]]:  # fmt: skip
     """Row indices of each micro-batch of ``mb`` (:func:`~.micro.plan_micro_batches`); with
     ``equal_counts`` every rank gets the same number of micro-batches (DeepSpeed ZeRO)."""
@@ -196,7 +196,7 @@ def rollout_pass(
     stats: tuple[str, ...],
     micro: int,
     prefix: str,
-    max_tokens: int | None = None,
+    max_tokens: int | str | None = None,
     packed: bool = False,
     equal_counts: bool = False,
     world_size: int = 1,

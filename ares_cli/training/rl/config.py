@@ -89,9 +89,13 @@ class OptimConfig:
     grad_clip: float = option(1.0, "Clip the global gradient norm (0 = off; verl's default 1.0).", ge=0.0)
     ppo_epochs: int = option(1, "Passes over each RL step's batch (GRPO/DAPO/ARES: 1).", ge=1)
     mini_batch_size: int = option(128, "Prompts per optimiser step, all ranks (ARES: 128; PAEC: 24).", ge=1)
-    micro_batch_size: int = option(4, "Sequences per forward/backward on one rank (memory only).", ge=1)
-    max_tokens_per_micro_batch: int | None = option(
-        None, "Token budget per forward/backward (rows sorted by length); None = micro_batch_size rows."
+    micro_batch_size: int = option(
+        4, "Sequences per forward/backward on one rank when max_tokens_per_micro_batch is null.", ge=1
+    )
+    max_tokens_per_micro_batch: int | Literal["auto"] | None = option(
+        "auto",
+        "Token budget per forward/backward (rows sorted by length); auto = max(2048, longest row), rows for "
+        "Clip-Cov/KL-Cov/80-20; null = micro_batch_size rows.",
     )
     pack_sequences: bool = option(False, "Concatenate each micro-batch's sequences into one unpadded row.")
     stats_path: Literal["fused", "logits"] = option(
@@ -370,8 +374,8 @@ def validate(cfg: RLConfig) -> None:
             f"rollout.prompts_per_step {r.prompts_per_step} is not a multiple of "
             f"optim.mini_batch_size {o.mini_batch_size}"
         )
-    if o.max_tokens_per_micro_batch is not None and o.max_tokens_per_micro_batch < 1:
-        raise UsageError("optim.max_tokens_per_micro_batch must be >= 1 (or null for a row count)")
+    if isinstance(o.max_tokens_per_micro_batch, int) and o.max_tokens_per_micro_batch < 1:
+        raise UsageError("optim.max_tokens_per_micro_batch must be >= 1, auto, or null for a row count")
     if min(o.micro_batch_size, o.ppo_epochs, cfg.steps, r.max_new_tokens or 1) < 1:
         raise UsageError("micro_batch_size, ppo_epochs, steps and max_new_tokens must be >= 1")
     if not 0.0 <= cfg.filter.low <= cfg.filter.high <= 1.0:

@@ -1,10 +1,9 @@
 """Micro-batches of an optimiser mini-batch, and the packed layout of one micro-batch.
 
-Planning (pure): by a row count (``optim.micro_batch_size`` consecutive rows, the default), or by a token
-budget (``optim.max_tokens_per_micro_batch``): rows are sorted by length (prompt + response, longest
-first) and filled greedily while the micro-batch's cost stays within the budget. The cost of a padded
-micro-batch is rows x (longest prompt + longest response), what the model really computes; of a packed one
-the sum of the sequence lengths. A row longer than the budget gets a micro-batch of its own.
+Planning (pure, shared with SFT): :mod:`ares_cli.training.micro_batches`, by a row count
+(``optim.micro_batch_size``) or by a token budget (``optim.max_tokens_per_micro_batch``; the default
+``"auto"`` is :func:`~ares_cli.training.micro_batches.token_budget`, and rows for the losses whose
+statistics are taken per micro-batch: :func:`budget_setting`).
 
 Packing (``optim.pack_sequences``): the micro-batch's sequences (prompt + response, padding dropped) are
 concatenated into one row with position ids restarting at 0 per sequence and no attention mask, from which
@@ -23,67 +22,27 @@ from typing import Any
 import torch
 from torch import Tensor
 
-
-def plan_micro_batches(
-    prompt_lens: list[int],
-    response_lens: list[int],
-    *,
-    rows: int,
-    max_tokens: int | None = None,
-    packed: bool = False,
-) -> list[list[int]]:
-    """Row indices of each micro-batch (see the module docstring); every row appears exactly once."""
-    n = len(prompt_lens)
-    if max_tokens is None and not packed:
-        return [list(range(s, min(s + rows, n))) for s in range(0, n, rows)]
-    order = sorted(range(n), key=lambda i: -(prompt_lens[i] + response_lens[i]))
-    groups: list[list[int]] = []
-    cur: list[int] = []
-    cost_p = cost_r = total = 0
-    for i in order:
-        p, r = max(cost_p, prompt_lens[i]), max(cost_r, response_lens[i])
-        t = total + prompt_lens[i] + response_lens[i]
-        cost = t if packed else (len(cur) + 1) * (p + r)
-        over = cost > max_tokens if max_tokens is not None else len(cur) + 1 > rows
-        if cur and over:
-            groups.append(sorted(cur))
-            cur, p, r, t = [], prompt_lens[i], response_lens[i], prompt_lens[i] + response_lens[i]
-        cur.append(i)
-        cost_p, cost_r, total = p, r, t
-    if cur:
-        groups.append(sorted(cur))
-    return groups
+from ares_cli.training.micro_batches import (  # noqa: F401 (the planner's names, also importable from here)
+    AUTO_BUDGET,
+    equalise,
+    padded_fraction,
+    plan_micro_batches,
+    token_budget,
+)
 
 
-def equalise(groups: list[list[int]], target: int) -> list[list[int]]:
-    """``target`` micro-batches: the largest is halved until the count is reached; where no group can
-    be split any more, empty groups (a zero-weight pass) are appended. Ranks of DeepSpeed ZeRO must run
-    the same number of forward/backward passes."""
-    groups = [list(g) for g in groups]
-    while len(groups) < target:
-        big = max(range(len(groups)), key=lambda k: len(groups[k])) if groups else None
-        if big is None or len(groups[big]) < 2:
-            groups.append([])
-            continue
-        g = groups.pop(big)
-        groups[big:big] = [g[: len(g) // 2], g[len(g) // 2 :]]
-    return groups
+def per_micro_batch_statistics(cfg) -> bool:
+    """Whether the loss takes statistics over each micro-batch (Clip-Cov / KL-Cov covariances and random
+    selection, the 80/20 top-entropy threshold): then which rows share a micro-batch changes the gradient."""
+    return cfg.loss.policy_loss in ("clip_cov", "kl_cov") or cfg.loss.top_entropy_frac is not None
 
 
-def padded_fraction(groups: list[list[int]], prompt_lens, response_lens, packed: bool) -> float:
-    """Fraction of the computed positions that are padding under a plan."""
-    computed = real = 0
-    for g in groups:
-        if not g:
-            continue
-        lens = [prompt_lens[i] + response_lens[i] for i in g]
-        real += sum(lens)
-        computed += (
-            sum(lens)
-            if packed
-            else len(g) * (max(prompt_lens[i] for i in g) + max(response_lens[i] for i in g))
-        )
-    return 1.0 - real / computed if computed else 0.0
+def budget_setting(cfg) -> int | str | None:
+    """``optim.max_tokens_per_micro_batch`` as the planner reads it: ``"auto"`` falls back to
+    ``micro_batch_size`` rows (None) for a loss with per-micro-batch statistics, so the default never
+    changes those losses' gradients."""
+    setting = cfg.optim.max_tokens_per_micro_batch
+    return None if setting == "auto" and per_micro_batch_statistics(cfg) else setting
 
 
 @dataclass

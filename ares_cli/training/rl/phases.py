@@ -78,16 +78,19 @@ def rank_batch(run: RLRun, groups: list[Group]) -> RolloutBatch:
     batch.seq["correct"] = torch.tensor([c for g in local for c in g.correct], dtype=torch.float32,
                                         device=dist.device)  # fmt: skip
     batch.meta["tokenizer"] = run.tokenizer
+    batch.meta["step_groups"] = len(groups)  # all ranks' (the same on every rank)
     return batch
 
 
 def _pass_options(run: RLRun) -> dict:
     """How the no-grad passes compute: the rollout temperature, the algorithm's nucleus, the micro-batch
     plan of the update."""
+    from ares_cli.training.rl.micro import budget_setting
+
     cfg = run.cfg
     top_p, top_k = run.algo.nucleus
     return dict(temperature=cfg.rollout.temperature, top_p=top_p, top_k=top_k, chunk_size=cfg.loss.chunk_size,
-                micro=cfg.optim.micro_batch_size, max_tokens=cfg.optim.max_tokens_per_micro_batch,
+                micro=cfg.optim.micro_batch_size, max_tokens=budget_setting(cfg),
                 packed=cfg.optim.pack_sequences, stats_path=cfg.optim.stats_path,
                 world_size=run.dist.world_size)  # fmt: skip
 
@@ -95,9 +98,13 @@ def _pass_options(run: RLRun) -> dict:
 def old_policy_pass(run: RLRun, batch: RolloutBatch) -> None:
     """No-grad pass of the policy that sampled the batch: ``batch.tok["old_<name>"]`` for each statistic
     of ``algo.rollout_stats()`` (the log-probs the importance ratio divides by, the entropies the step
-    metrics and the algorithm's ``prepare`` read, ...)."""
+    metrics and the algorithm's ``prepare`` read, ...). Skipped when the update is strictly on-policy
+    (:func:`~.update.on_policy`): the training forward's own log-probs are θ_old's then."""
     from ares_cli.training.rl.batch import rollout_pass
+    from ares_cli.training.rl.update import on_policy
 
+    if on_policy(run.cfg, run.algo, batch.meta["step_groups"], run.dist.world_size):
+        return
     rollout_pass(run.engine or run.model, batch, stats=run.algo.rollout_stats(), prefix="old_",
                  equal_counts=run.engine is not None, **_pass_options(run))  # fmt: skip
 

@@ -56,6 +56,22 @@ def lr_at(opt_step: int, cfg) -> float:
     return cfg.optim.lr * min(1.0, (opt_step + 1) / warm) if warm else cfg.optim.lr
 
 
+def on_policy(cfg, algo, step_groups: int, world_size: int) -> bool:
+    """Whether the step's update is strictly on-policy, so that θ_old = θ and the old log-probs are the
+    training forward's own, detached (no separate no-grad pass): one PPO epoch, one optimiser step (the
+    step's ``step_groups`` prompts fit one mini-batch on every rank), and no hook that reads the no-grad
+    pass's statistics (``algo.reads_old_stats``: AEPO, PAEC, AER). The step's entropy metric then comes
+    from the training forward as well. The sampler (hf or vLLM) does not enter: the ratio's denominator
+    is always the trainer's own log-prob, never the sampler's (there is no sampler-side correction)."""
+    per_rank = -(-step_groups // world_size)
+    return (
+        cfg.optim.ppo_epochs == 1
+        and per_rank <= cfg.optim.mini_batch_size // world_size
+        and not algo.reads_old_stats
+        and "entropy" in algo.train_stats()
+    )
+
+
 def minibatch_backward(
     forward,
     mb,
@@ -69,8 +85,11 @@ def minibatch_backward(
     timer=None,
     means: MetricMeans | None = None,
 ) -> MetricMeans:
-    """Forward + backward of every micro-batch of one mini-batch; gradients accumulate in the model."""
+    """Forward + backward of every micro-batch of one mini-batch; gradients accumulate in the model.
+    Without ``old_logprob`` in ``mb`` (an on-policy step, :func:`on_policy`), each micro-batch's θ_old
+    log-probs are its own forward's, detached, and its entropies fill ``mb.tok["old_entropy"]``."""
     from ares_cli.algorithms.aggregation import Aggregation, local_counts
+    from ares_cli.training.rl.micro import budget_setting
 
     means = means if means is not None else MetricMeans()
     timer = timer if timer is not None else _NoTimer()
@@ -83,7 +102,7 @@ def minibatch_backward(
     top_p, top_k = algo.nucleus
     pl_cfg = algo.policy_loss_config()
     o = cfg.optim
-    plan = micro_plan(mb, rows=o.micro_batch_size, max_tokens=o.max_tokens_per_micro_batch,
+    plan = micro_plan(mb, rows=o.micro_batch_size, max_tokens=budget_setting(cfg),
                       packed=o.pack_sequences, world_size=world_size, equal_counts=engine is not None)  # fmt: skip
     for i, idx in enumerate(plan):
         micro = mb.rows(torch.tensor(idx or [0], dtype=torch.long))
@@ -96,6 +115,9 @@ def minibatch_backward(
             if not idx:  # an equalising pass (DeepSpeed ranks step together): no gradient, no metrics
                 loss, metrics = stats.logprob.sum() * 0.0, {}
             else:
+                if "old_logprob" not in micro.tok:  # on-policy: θ_old is this very forward, detached
+                    micro.tok["old_logprob"] = stats.logprob.detach()
+                    mb.tok["old_entropy"][idx, : mask.shape[1]] = stats.entropy.detach()
                 loss, metrics = _micro_loss(stats, micro, algo, cfg, agg, pl_cfg, generator)
         with timer("backward"):
             if engine is not None:  # DeepSpeed averages over ranks: undo it; do not divide by accumulation
@@ -160,6 +182,8 @@ def ppo_update(
     generator = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
     forward = engine if engine is not None else model
     means, norms, updates = MetricMeans(), [], 0
+    if "old_logprob" not in batch.tok:  # on-policy: the training forward fills the step's entropies
+        batch.tok["old_entropy"] = torch.zeros_like(batch.response_mask)
     model.train()
     for _epoch in range(cfg.optim.ppo_epochs):
         for rows in prompt_slices(batch.group, mb_prompts):
