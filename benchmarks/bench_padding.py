@@ -3,8 +3,10 @@ token-budget micro-batches (rows sorted by length) and packed sequences; prints 
 
 The batch is real: the toy base (``ares_cli/toy/base``) samples G = 8 responses to each of ``--prompts``
 toy-train prompts (temperature 1, ``--max-new-tokens``). Row mode uses ``micro_batch_size`` rows in batch
-order (the default trainer behaviour); the token budget is set to the largest padded micro-batch the row
-mode builds (rows x width), so no mode holds more activations than row mode. Time: one mini-batch of
+order (the trainer's behaviour with ``optim.max_tokens_per_micro_batch=null``), or all rows in one
+micro-batch; the ``token_budget`` mode's budget is the largest padded micro-batch the row mode builds (rows
+x width), so it holds no more activations than row mode; fixed budgets of 1k, 2k and 4k tokens and the
+default (``auto``: max(2048, longest row)) complete the comparison. Time: one mini-batch of
 forward + statistics + GRPO loss + backward per mode (``minibatch_backward``, best of ``--repeats``), also as
 a ratio to row mode. The padded fraction counts the positions the model computes that hold no token.
 
@@ -62,10 +64,16 @@ def bench(args) -> dict:
     r_len = batch.response_mask.sum(-1).long().tolist()
     rows_plan = plan_micro_batches(p_len, r_len, rows=args.micro)
     budget = max(len(g) * (max(p_len[i] for i in g) + max(r_len[i] for i in g)) for g in rows_plan)
+    rows_set = [f"optim.micro_batch_size={args.micro}", "optim.max_tokens_per_micro_batch=null"]
     modes = {
-        "rows": ([f"optim.micro_batch_size={args.micro}"], dict(rows=args.micro), False),
+        "rows": (rows_set, dict(rows=args.micro), False),
+        "one_micro_batch": ([f"optim.micro_batch_size={len(p_len)}", "optim.max_tokens_per_micro_batch=null"],
+                            dict(rows=len(p_len)), False),
         "token_budget": ([f"optim.max_tokens_per_micro_batch={budget}"], dict(rows=args.micro, max_tokens=budget),
                          False),
+        **{f"budget_{b}": ([f"optim.max_tokens_per_micro_batch={b}"], dict(rows=args.micro, max_tokens=b), False)
+           for b in (1024, 2048, 4096)},
+        "auto (default)": ([], dict(rows=args.micro, max_tokens="auto"), False),
         "packed": ([f"optim.max_tokens_per_micro_batch={budget}", "optim.pack_sequences=true"],
                    dict(rows=args.micro, max_tokens=budget, packed=True), True),
     }  # fmt: skip
@@ -90,7 +98,7 @@ def bench(args) -> dict:
             best = min(best, time.perf_counter() - t0)
         out[name] = {"micro_batches": len(plan), "padded_fraction": round(padded_fraction(plan, p_len, r_len, packed), 4),
                      "update_s": round(best, 4)}  # fmt: skip
-    for name in ("token_budget", "packed"):
+    for name in out:
         out[name]["time_ratio_to_rows"] = round(out[name]["update_s"] / out["rows"]["update_s"], 3)
     return {
         "benchmark": "rl_padding",
