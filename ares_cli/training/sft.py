@@ -243,7 +243,7 @@ class StepPlan:
             share = micro_batches(self.batches[index], 1, rank, world)[0]
             plan = plan_micro_batches([0] * len(share), [self.lengths[i] for i in share], rows=config.micro_batch_size,
                                       max_tokens=config.max_tokens_per_micro_batch,
-                                      packed=config.batching == "packed")  # fmt: skip
+                                      packed=config.batching == "packed") or [[]]  # fmt: skip
             if run.engine is not None and world > 1:
                 from ares_cli.training import distributed
 
