@@ -20,6 +20,7 @@ widths (hidden 512, 4 layers, 8 heads, 32k vocabulary, ~30 M parameters) and the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -84,7 +85,8 @@ def run_ares(model: Path, args, work: Path) -> dict:
     rows = [json.loads(line) for line in (work / "metrics.jsonl").read_text().splitlines()][1:]  # warm-up out
     mean = lambda key: sum(r[key] for r in rows) / len(rows)  # noqa: E731
     return {"step": mean("time/step"), "generate": mean("time/generate"),
-            "train": mean("time/forward") + mean("time/backward"), "response_len": mean("response_len")}  # fmt: skip
+            "train": mean("time/forward") + mean("time/backward"), "grade": mean("time/grade"),
+            "response_len": mean("response_len")}  # fmt: skip
 
 
 def run_trl(model: Path, args, work: Path) -> dict:
@@ -173,7 +175,8 @@ def main() -> None:
     if args.side:
         return child(args)
     try:
-        import trl
+        with contextlib.redirect_stdout(sys.stderr):  # DeepSpeed (through TRL) logs to stdout on import
+            import trl
     except ImportError:
         print(json.dumps({"skipped": "TRL is not installed (pip install 'ares-cli[trl]')"}))
         return

@@ -10,7 +10,7 @@ summation order.
 
 from __future__ import annotations
 
-# tokens: of 1k/2k/4k, the fastest update on the toy model and on a real-shape twin (docs/performance.md)
+# tokens: on the toy batch as fast as 1k in fewer passes, and 4k slower (docs/performance.md)
 AUTO_BUDGET = 2048
 
 
