@@ -6,7 +6,7 @@ toy-train prompts (temperature 1, ``--max-new-tokens``). Row mode uses ``micro_b
 order (the trainer's behaviour with ``optim.max_tokens_per_micro_batch=null``), or all rows in one
 micro-batch; the ``token_budget`` mode's budget is the largest padded micro-batch the row mode builds (rows
 x width), so it holds no more activations than row mode; fixed budgets of 1k, 2k and 4k tokens and the
-default (``auto``: max(2048, longest row)) complete the comparison. Time: one mini-batch of
+default (``auto``: max(2048, micro_batch_size x the longest row)) complete the comparison. Time: one mini-batch of
 forward + statistics + GRPO loss + backward per mode (``minibatch_backward``, best of ``--repeats``), also as
 a ratio to row mode. The padded fraction counts the positions the model computes that hold no token.
 

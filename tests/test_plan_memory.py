@@ -145,12 +145,23 @@ def test_rl_micro_batch_by_rows_budget_and_packing():
     from ares_cli.planning.estimate_rl import rl_micro_batch
     from ares_cli.training.rl.config import resolve_rl_config
 
-    cfg = resolve_rl_config(sets=["rollout.max_new_tokens=100", "optim.micro_batch_size=4"])
+    rows = ["optim.max_tokens_per_micro_batch=null"]
+    cfg = resolve_rl_config(sets=["rollout.max_new_tokens=100", "optim.micro_batch_size=4", *rows])
     assert rl_micro_batch(cfg, 20) == MicroBatch(rows=4, seq=120, keep=101, predicted=400)
     budget = resolve_rl_config(sets=["rollout.max_new_tokens=100", "optim.max_tokens_per_micro_batch=300"])
     assert rl_micro_batch(budget, 20).rows == 2
+    auto = resolve_rl_config(
+        sets=["rollout.max_new_tokens=100"]
+    )  # the default: max(2048, 4 x 120) // 120 rows
+    assert rl_micro_batch(auto, 20).rows == 17
+    assert (
+        rl_micro_batch(resolve_rl_config(sets=["rollout.max_new_tokens=3000"]), 20).rows == 4
+    )  # 4 rows' worth
+    assert (
+        rl_micro_batch(resolve_rl_config(sets=["rollout.max_new_tokens=100", "algo=clip_cov"]), 20).rows == 4
+    )
     packed = resolve_rl_config(sets=["rollout.max_new_tokens=100", "optim.pack_sequences=true",
-                                     "optim.micro_batch_size=3"])  # fmt: skip
+                                     "optim.micro_batch_size=3", *rows])  # fmt: skip
     assert rl_micro_batch(packed, 20) == MicroBatch(rows=1, seq=360, keep=300, predicted=300)
 
 

@@ -142,8 +142,9 @@ def test_auto_budget_plans_by_tokens_except_for_per_micro_batch_statistics():
     from ares_cli.training.micro_batches import AUTO_BUDGET, plan_micro_batches, token_budget
     from ares_cli.training.rl.micro import budget_setting
 
-    assert token_budget("auto", [10, 3000]) == 3000 and token_budget("auto", [10, 20]) == AUTO_BUDGET
-    assert token_budget(None, [10]) is None and token_budget(64, [10]) == 64
+    assert token_budget("auto", [10, 3000], 1) == 3000 and token_budget("auto", [10, 3000], 4) == 12000
+    assert token_budget("auto", [10, 20], 4) == AUTO_BUDGET
+    assert token_budget(None, [10], 4) is None and token_budget(64, [10], 4) == 64
     assert plan_micro_batches([4] * 6, [30, 2, 12, 3, 28, 1], rows=2, max_tokens="auto") == [
         [0, 1, 2, 3, 4, 5]
     ]

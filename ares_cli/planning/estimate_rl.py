@@ -35,10 +35,13 @@ class RLFacts:
 
 def rl_micro_batch(cfg, longest_prompt: int) -> MicroBatch:
     """The largest micro-batch the plan can produce (``optim.micro_batch_size`` rows, or as many maximal
-    rows as ``optim.max_tokens_per_micro_batch`` holds; one concatenated row when packing)."""
+    rows as ``optim.max_tokens_per_micro_batch`` holds, ``auto`` included; one concatenated row when
+    packing)."""
+    from ares_cli.training.micro_batches import budget_setting, token_budget
+
     o, new = cfg.optim, cfg.rollout.max_new_tokens
     row = longest_prompt + new
-    budget = o.max_tokens_per_micro_batch
+    budget = token_budget(budget_setting(cfg), [row], o.micro_batch_size)
     rows = o.micro_batch_size if budget is None else max(1, budget // row)
     if o.pack_sequences:
         return MicroBatch(rows=1, seq=rows * row, keep=rows * new, predicted=rows * new)

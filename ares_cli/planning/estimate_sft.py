@@ -1,8 +1,9 @@
 """Per-GPU memory and tokens of one SFT optimiser step at the data's real lengths (pure).
 
-The worst micro-batch is planned for: ``micro_batch_size`` rows of the longest encoded example
-(``length_grouped`` batching keeps similar lengths together), or one row of that many concatenated
-(``packed``). Weights and optimizer states follow the ZeRO stage (:mod:`.zero`); without DeepSpeed, a
+The worst micro-batch is planned for: as many rows of the longest encoded example as the token budget
+holds (``max_tokens_per_micro_batch``; ``auto`` = max(2048, ``micro_batch_size`` of them)), or ``micro_batch_size`` rows of it
+without a budget (``length_grouped`` batching keeps similar lengths together), or one row of that many
+concatenated (``packed``). Weights and optimizer states follow the ZeRO stage (:mod:`.zero`); without DeepSpeed, a
 bf16 run on GPU trains float32 weights under autocast, which keeps a bfloat16 copy of each weight for the
 backward. A frozen vision tower holds no gradient or optimizer state.
 """
@@ -39,7 +40,11 @@ class SFTFacts:
 
 
 def sft_micro_batch(cfg, facts: SFTFacts) -> MicroBatch:
-    rows, longest = cfg.micro_batch_size, min(cfg.max_seq_len, facts.longest)
+    from ares_cli.training.micro_batches import token_budget
+
+    longest = min(cfg.max_seq_len, facts.longest)
+    budget = token_budget(cfg.max_tokens_per_micro_batch, [longest], cfg.micro_batch_size)
+    rows = cfg.micro_batch_size if budget is None else max(1, budget // longest)
     response = min(longest, max(facts.response_tokens, default=1))
     shortest_prompt = min(
         (n - r for n, r in zip(facts.lengths, facts.response_tokens, strict=True)), default=0

@@ -17,6 +17,7 @@ from ares_cli.planning.shapes import read_model_shape
 from ares_cli.planning.suggest import ZERO_FILES, Change, suggestions
 from ares_cli.planning.target import Target
 from ares_cli.stages.checklist import Checklist
+from ares_cli.training.micro_batches import budget_setting
 
 
 def planned_backend(name: str) -> tuple[str, str]:
@@ -141,7 +142,7 @@ def batch_arithmetic(cfg, world: int, prepared) -> dict:
     if o.mini_batch_size % world == 0:
         local = o.mini_batch_size // world * r.group_size
         out["micro-batches per optimiser step per rank"] = math.ceil(local / o.micro_batch_size) if \
-            o.max_tokens_per_micro_batch is None else "by token budget"  # fmt: skip
+            budget_setting(cfg) is None else "by token budget"  # fmt: skip
     lengths, limit = prepared.prompt_lengths, prepared.prompt_limit
     if lengths and limit is not None:
         fitting = sum(n <= limit for n in lengths)
@@ -169,7 +170,7 @@ def rl_families(cfg, facts: RLFacts, target: Target, current) -> list[list[Chang
     row = facts.longest_prompt + r.max_new_tokens
     families.append([Change(f"--set optim.max_tokens_per_micro_batch={n * row}",
                             (("optim.max_tokens_per_micro_batch", n * row),)) for n in range(mb.rows - 1, 0, -1)])  # fmt: skip
-    if o.max_tokens_per_micro_batch is None:
+    if budget_setting(cfg) is None:
         sizes = [o.micro_batch_size // 2**k for k in range(1, 8) if o.micro_batch_size // 2**k >= 1]
         families.append(
             [Change(f"--set optim.micro_batch_size={m}", (("optim.micro_batch_size", m),)) for m in sizes]

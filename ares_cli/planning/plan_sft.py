@@ -69,8 +69,12 @@ def sft_families(cfg, zero, target: Target) -> list[list[Change]]:
         families.append([Change("--set stats_path=fused", (("stats_path", "fused"),))])
     if not cfg.gradient_checkpointing:
         families.append([Change("--set gradient_checkpointing=true", (("gradient_checkpointing", True),))])
-    sizes = [cfg.micro_batch_size // 2**k for k in range(1, 8) if cfg.micro_batch_size // 2**k >= 1]
-    families.append([Change(f"--set micro_batch_size={m}", (("micro_batch_size", m),)) for m in sizes])
+    if cfg.max_tokens_per_micro_batch is None:
+        sizes = [cfg.micro_batch_size // 2**k for k in range(1, 8) if cfg.micro_batch_size // 2**k >= 1]
+        families.append([Change(f"--set micro_batch_size={m}", (("micro_batch_size", m),)) for m in sizes])
+    else:  # a token budget holds at least the longest row: one row per micro-batch is the least
+        families.append([Change("--set max_tokens_per_micro_batch=null --set micro_batch_size=1",
+                                (("max_tokens_per_micro_batch", None), ("micro_batch_size", 1)))])  # fmt: skip
     stage = zero["stage"] if zero else None
     families.append([Change(f"--deepspeed pipelines/deepspeed/zero{s}.json", zero=ZERO_FILES[s])
                      for s in (2, 3) if stage is None or s > stage])  # fmt: skip

@@ -14,13 +14,28 @@ from __future__ import annotations
 AUTO_BUDGET = 2048
 
 
-def token_budget(setting: int | str | None, row_lengths: list[int]) -> int | None:
+def token_budget(setting: int | str | None, row_lengths: list[int], rows: int) -> int | None:
     """The token budget a plan uses: ``setting`` itself when it is a number, or None (a row count);
-    ``"auto"``: ``max(AUTO_BUDGET, longest row)``. A row is never split, so the longest row bounds a
-    micro-batch's size under any plan: "auto" holds no more activations than that row or 2048 tokens."""
+    ``"auto"``: ``max(AUTO_BUDGET, rows x the longest row)``. ``rows`` of the longest row is the largest
+    micro-batch the row-count plan can form, so "auto" holds no more activations than ``micro_batch_size``
+    rows could (or 2048 tokens), and packs more of the shorter rows into each pass."""
     if setting != "auto":
         return setting
-    return max(AUTO_BUDGET, max(row_lengths, default=0))
+    return max(AUTO_BUDGET, rows * max(row_lengths, default=0))
+
+
+def per_micro_batch_statistics(cfg) -> bool:
+    """Whether the loss takes statistics over each micro-batch (Clip-Cov / KL-Cov covariances and random
+    selection, the 80/20 top-entropy threshold): then which rows share a micro-batch changes the gradient."""
+    return cfg.loss.policy_loss in ("clip_cov", "kl_cov") or cfg.loss.top_entropy_frac is not None
+
+
+def budget_setting(cfg) -> int | str | None:
+    """An RL config's ``optim.max_tokens_per_micro_batch`` as the planner reads it: ``"auto"`` falls back to
+    ``micro_batch_size`` rows (None) for a loss with per-micro-batch statistics, so the default never
+    changes those losses' gradients."""
+    setting = cfg.optim.max_tokens_per_micro_batch
+    return None if setting == "auto" and per_micro_batch_statistics(cfg) else setting
 
 
 def plan_micro_batches(
@@ -33,7 +48,9 @@ def plan_micro_batches(
 ) -> list[list[int]]:
     """Row indices of each micro-batch (see the module docstring); every row appears exactly once."""
     n = len(prompt_lens)
-    max_tokens = token_budget(max_tokens, [p + r for p, r in zip(prompt_lens, response_lens, strict=True)])
+    max_tokens = token_budget(
+        max_tokens, [p + r for p, r in zip(prompt_lens, response_lens, strict=True)], rows
+    )
     if max_tokens is None and not packed:
         return [list(range(s, min(s + rows, n))) for s in range(0, n, rows)]
     order = sorted(range(n), key=lambda i: -(prompt_lens[i] + response_lens[i]))

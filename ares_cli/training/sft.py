@@ -45,8 +45,8 @@ class SFTConfig:
     )
     max_tokens_per_micro_batch: int | Literal["auto"] | None = option(
         "auto",
-        "Token budget per forward/backward (each rank's share sorted by length); auto = max(2048, longest "
-        "row); null = micro_batch_size rows.",
+        "Token budget per forward/backward (each rank's share sorted by length); auto = max(2048, "
+        "micro_batch_size x the longest row); null = micro_batch_size rows.",
     )
     max_seq_len: int | None = option(
         None,

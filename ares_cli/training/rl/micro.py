@@ -3,7 +3,7 @@
 Planning (pure, shared with SFT): :mod:`ares_cli.training.micro_batches`, by a row count
 (``optim.micro_batch_size``) or by a token budget (``optim.max_tokens_per_micro_batch``; the default
 ``"auto"`` is :func:`~ares_cli.training.micro_batches.token_budget`, and rows for the losses whose
-statistics are taken per micro-batch: :func:`budget_setting`).
+statistics are taken per micro-batch: :func:`~ares_cli.training.micro_batches.budget_setting`).
 
 Packing (``optim.pack_sequences``): the micro-batch's sequences (prompt + response, padding dropped) are
 concatenated into one row with position ids restarting at 0 per sequence and no attention mask, from which
@@ -24,25 +24,13 @@ from torch import Tensor
 
 from ares_cli.training.micro_batches import (  # noqa: F401 (the planner's names, also importable from here)
     AUTO_BUDGET,
+    budget_setting,
     equalise,
     padded_fraction,
+    per_micro_batch_statistics,
     plan_micro_batches,
     token_budget,
 )
-
-
-def per_micro_batch_statistics(cfg) -> bool:
-    """Whether the loss takes statistics over each micro-batch (Clip-Cov / KL-Cov covariances and random
-    selection, the 80/20 top-entropy threshold): then which rows share a micro-batch changes the gradient."""
-    return cfg.loss.policy_loss in ("clip_cov", "kl_cov") or cfg.loss.top_entropy_frac is not None
-
-
-def budget_setting(cfg) -> int | str | None:
-    """``optim.max_tokens_per_micro_batch`` as the planner reads it: ``"auto"`` falls back to
-    ``micro_batch_size`` rows (None) for a loss with per-micro-batch statistics, so the default never
-    changes those losses' gradients."""
-    setting = cfg.optim.max_tokens_per_micro_batch
-    return None if setting == "auto" and per_micro_batch_statistics(cfg) else setting
 
 
 @dataclass
