@@ -117,3 +117,47 @@ def test_teacher_traces_grade_as_they_were_written():
     with GradingPool("math_verify", workers=1, timeout_s=10) as pool:
         grades = pool.grade([(gold[r["problem_id"]], r["response"]) for r in rows])
     assert [g.grade for g in grades] == ["correct", "correct", "incorrect"] * len(gold)
+
+
+def test_vl_teacher_traces_grade_correct_and_a_wrong_guess_does_not():
+    import json
+
+    from ares_cli.data.loader import load_problems
+    from ares_cli.grading import GradingPool
+
+    gold = {p["id"]: p["answer"] for p in load_problems("rehearse-vl-train").records}
+    rows = [
+        json.loads(line)
+        for line in (ROOT / "ares_cli/toy/rehearsal/vl-teacher.jsonl").read_text().splitlines()
+    ]
+    other = {"A": "B", "B": "A", "3": "4", "4": "3"}
+    wrong = [
+        (
+            gold[r["problem_id"]],
+            r["response"].replace(f"{{{gold[r['problem_id']]}}}", f"{{{other[gold[r['problem_id']]]}}}"),
+        )
+        for r in rows
+        if gold[r["problem_id"]] in other
+    ]
+    with GradingPool("math_verify", workers=1, timeout_s=10) as pool:
+        right = pool.grade([(gold[r["problem_id"]], r["response"]) for r in rows])
+        guessed = pool.grade(wrong)
+    assert [g.grade for g in right] == ["correct"] * len(rows)
+    assert wrong and [g.grade for g in guessed] == ["incorrect"] * len(wrong)
+
+
+def test_a_figure_blind_guess_is_right_half_the_time_on_the_two_way_vl_problems():
+    """AEPO's filter keeps groups with mixed rewards: a cold-started twin that cannot read the figure must
+    still be right on some rollouts, so each two-way question's answers are balanced in the training split."""
+    from collections import Counter
+
+    from ares_cli.data.loader import load_problems
+
+    records = load_problems("rehearse-vl-train").records
+    by_question: dict[str, Counter] = {}
+    for r in records:
+        by_question.setdefault(r["problem"], Counter())[r["answer"]] += 1
+    two_way = {q: c for q, c in by_question.items() if len(c) == 2}
+    assert sum(sum(c.values()) for c in two_way.values()) >= len(records) // 2
+    for question, counts in two_way.items():
+        assert len(set(counts.values())) == 1, (question, counts)  # each answer equally often

@@ -7,7 +7,7 @@ Real-looking records in the Problem schema, generated from seeded templates with
   question, 900-1,500 tokens) that a 512-token prompt limit (PAEC) must drop;
 - ``math-val`` (AIME 2023's role, PAEC's validation set) and ``math-test`` (the MATH-500 / AMC / AIME roles);
 - ``vl-train`` and ``vl-test`` (ARES's multimodal data): bar charts and right triangles drawn as PNGs, the
-  numbers needed to answer only in the image;
+  numbers needed to answer only in the image (counts and two-way choices, sums and areas);
 - ``choice-test`` (MMLU-Pro / GPQA): ten-option multiple-choice records (``meta.options``, a letter answer);
 - ``teacher.jsonl`` / ``vl-teacher.jsonl``: per training problem, worked solutions of different lengths
   (one with a slip), the candidate responses AdaCS curates from, as ARES curates a teacher's traces.
@@ -145,23 +145,26 @@ def teacher_responses(name: str, n: int, seed: int, *, long_every: int = 0) -> l
     return rows
 
 
+# One short reading shared by every image problem: a few cold-start steps teach a random twin this format,
+# and what is left for it to learn is the answer.
+VL_READING = "I read the labels in the figure."
+
+
 def vl_teacher_responses(records: list[dict]) -> list[dict]:
-    """Two candidate solutions per image problem (reading the figure, then the arithmetic)."""
+    """Two candidate solutions per image problem: the figure read, then the boxed answer (a short and a long)."""
     rows = []
-    for r in records:
-        read = "I read the numbers written in the figure."
-        rows += [{"problem_id": r["id"], "sample_idx": 0,
-                  "response": f"{read}\nTherefore, the final answer is $\\boxed{{{r['answer']}}}$."},
-                 {"problem_id": r["id"], "sample_idx": 1,
-                  "response": f"{read} Let me look again and check each label.\nThe labels agree with my first "
-                              f"reading.\nTherefore, the final answer is $\\boxed{{{r['answer']}}}$."}]  # fmt: skip
+    for record in records:
+        boxed = f"The answer is $\\boxed{{{record['answer']}}}$."
+        rows += [{"problem_id": record["id"], "sample_idx": 0, "response": f"{VL_READING}\n{boxed}"},
+                 {"problem_id": record["id"], "sample_idx": 1,
+                  "response": f"{VL_READING} I check each label again.\n{boxed}"}]  # fmt: skip
     return rows
 
 
-def _bar_chart(rng: random.Random, path: Path) -> tuple[str, str]:
+def _bar_chart(rng: random.Random, path: Path, bars: int) -> list[int]:
     from PIL import Image, ImageDraw
 
-    heights = [rng.randint(1, 9) for _ in range(rng.randint(3, 5))]
+    heights = [rng.randint(1, 9) for _ in range(bars)]
     img = Image.new("RGB", (224, 168), (255, 255, 255))
     draw = ImageDraw.Draw(img)
     draw.line([(16, 150), (216, 150)], fill=(0, 0, 0), width=2)
@@ -171,15 +174,16 @@ def _bar_chart(rng: random.Random, path: Path) -> tuple[str, str]:
         draw.rectangle([x0, 150 - h * 14, x0 + width - 10, 150], fill=(70 + 40 * j, 110, 200 - 30 * j))
         draw.text((x0 + 4, 150 - h * 14 - 12), str(h), fill=(0, 0, 0))
     img.save(path)
-    return "The bar chart shows one value per bar. What is the sum of all the values shown?", str(
-        sum(heights)
-    )
+    return heights
 
 
-def _triangle(rng: random.Random, path: Path) -> tuple[str, str]:
+def _triangle(rng: random.Random, path: Path, vertical_longer: bool | None = None) -> tuple[int, int]:
+    """A right triangle with its vertical leg ``a`` and horizontal leg ``b`` labelled (``a != b``)."""
     from PIL import Image, ImageDraw
 
-    a, b = rng.randint(2, 12), rng.randint(2, 12)
+    a, b = rng.sample(range(2, 13), 2)
+    if vertical_longer is not None and (a > b) != vertical_longer:
+        a, b = b, a
     img = Image.new("RGB", (224, 168), (250, 250, 240))
     draw = ImageDraw.Draw(img)
     draw.polygon([(30, 140), (30 + 14 * b, 140), (30, 140 - 9 * a)], outline=(20, 20, 20), width=2)
@@ -187,20 +191,54 @@ def _triangle(rng: random.Random, path: Path) -> tuple[str, str]:
     draw.text((12, 140 - 9 * a // 2), str(a), fill=(200, 0, 0))
     draw.text((30 + 7 * b, 146), str(b), fill=(200, 0, 0))
     img.save(path)
-    area = Fraction(a * b, 2)
-    return "The figure shows a right triangle with its two legs labelled. What is its area?", _frac(area)
+    return a, b
+
+
+def _chart_sum(rng: random.Random, path: Path, nth: int) -> tuple[str, str]:
+    heights = _bar_chart(rng, path, rng.randint(3, 5))
+    return "The bar chart shows one value per bar. What is the sum of all the values shown?", str(
+        sum(heights)
+    )
+
+
+def _chart_count(rng: random.Random, path: Path, nth: int) -> tuple[str, str]:
+    return "How many bars does the bar chart have?", str(len(_bar_chart(rng, path, 3 + nth % 2)))
+
+
+def _triangle_area(rng: random.Random, path: Path, nth: int) -> tuple[str, str]:
+    a, b = _triangle(rng, path)
+    return "The figure shows a right triangle with its two legs labelled. What is its area?", _frac(
+        Fraction(a * b, 2)
+    )
+
+
+def _triangle_choice(rng: random.Random, path: Path, nth: int) -> tuple[str, str]:
+    a, b = _triangle(rng, path, vertical_longer=nth % 2 == 0)
+    return ("The figure shows a right triangle with its two legs labelled. Which leg is longer?\n"
+            "(A) the vertical leg\n(B) the horizontal leg", "A" if a > b else "B")  # fmt: skip
+
+
+# Per six image problems: four whose answer is one of two (3 or 4 bars, leg A or B, alternating within
+# the kind), which a cold-started model that cannot read the figure still answers right about half the
+# time, so that groups of its rollouts have mixed rewards (ARES's online filter keeps those), and two that
+# need the figure read (a sum, an area).
+VL_KINDS = {"chart-count": _chart_count, "triangle-choice": _triangle_choice, "chart-sum": _chart_sum,
+            "triangle-area": _triangle_area}  # fmt: skip
+VL_CYCLE = ("chart-count", "triangle-choice", "chart-sum", "triangle-choice", "chart-count", "triangle-area")
 
 
 def vl_split(name: str, n: int, seed: int, out: Path) -> list[dict]:
+    """``n`` image problems of :data:`VL_CYCLE`'s kinds, their PNGs written under ``out/images/name``."""
     rng = random.Random(f"{name}-{seed}")
     (out / "images" / name).mkdir(parents=True, exist_ok=True)
-    records = []
+    records, seen = [], dict.fromkeys(VL_KINDS, 0)
     for i in range(n):
         rel = f"images/{name}/{name}-{i:03d}.png"
-        draw = (_bar_chart, _triangle)[i % 2]
-        problem, answer = draw(rng, out / rel)
+        kind = VL_CYCLE[i % len(VL_CYCLE)]
+        problem, answer = VL_KINDS[kind](rng, out / rel, seen[kind])
+        seen[kind] += 1
         records.append({"id": f"rehearse-{name}-{i:03d}", "source": SOURCE, "problem": problem, "answer": answer,
-                        "images": [rel], "meta": {"difficulty": draw.__name__.strip("_")}})  # fmt: skip
+                        "images": [rel], "meta": {"difficulty": kind}})  # fmt: skip
     return records
 
 
