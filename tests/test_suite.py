@@ -103,6 +103,13 @@ def test_toy_suite_end_to_end_reuse_and_compare(tmp_path):
     assert "toy-test by difficulty" in (suite_dir_ / "results.md").read_text()
     manifest = json.loads((suite_dir_ / "manifest.json").read_text())
     assert {i.get("artifact_id") for i in manifest["inputs"]} == set(results["evals"].values())
+    spent = [
+        json.loads((root / "eval" / e / "manifest.json").read_text())["duration_s"]
+        for e in results["evals"].values()
+    ]
+    assert (
+        manifest["duration_s"] >= sum(spent) - 0.01
+    )  # the suite's time is its evals' time (pipeline reports)
 
     again = run_ares(*args, root=root)
     second = json.loads(again.stdout)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -297,6 +298,7 @@ def run_suite(
     from ares_cli.stages.evaluate import run_eval
     from ares_cli.store.hashing import strict_json
 
+    started = time.time()  # the suite's duration covers its checks and evals: a pipeline's eval stage
     prepare_suite(suite, cfg)
     results, evals, reused, inputs = {}, {}, {}, []
     for b in suite.benches:
@@ -308,6 +310,7 @@ def run_suite(
         log(f"suite {suite.name}: {b.bench} {'up to date' if run.up_to_date else 'done'} ({run.artifact_id})")
     config = {"suite": suite.to_dict(), "eval": to_dict(cfg), "model": model}
     run = store.open_stage("suite", code_version=CODE_VERSION, config=config, inputs=inputs, force=force)
+    run.started = started
     if run.up_to_date:
         return run, json.loads((run.final_dir / "results.json").read_text()), evals, reused
     table = suite_table(suite, results) | {"model": model, "evals": evals}
