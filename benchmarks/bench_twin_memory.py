@@ -9,9 +9,11 @@ resident size just before it (VmHWM after /proc/self/clear_refs), so weights are
 activations, statistics temporaries and optimizer state included; ``model_mib`` gives the weights. Each
 configuration runs in a fresh process. The naive reference is the logits path (``stats_path=logits``:
 [T x V] float32 logits and their gradient); it runs where its estimate fits half of MemAvailable, and the
-fused/logits ratio is reported.
+fused/logits ratio is reported. ``--gradient-checkpointing on`` (or ``both``) measures with activation
+checkpointing, as the papers' recipes train (``optim.gradient_checkpointing``).
 
-    python benchmarks/bench_twin_memory.py [--tokens 1024 4096] [--out benchmarks/results/twin_memory.json]
+    python benchmarks/bench_twin_memory.py [--tokens 1024 4096] [--steps rl sft] [--no-toy]
+        [--gradient-checkpointing off|on|both] [--out benchmarks/results/twin_memory.json]
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ sys.path.insert(0, str(HERE))
 PROMPT = 256
 
 
-def _step(model_dir: str, kind: str, tokens: int, path: str) -> dict:
+def _step(model_dir: str, kind: str, tokens: int, path: str, checkpointing: bool = False) -> dict:
     """One measured step in this process (the child side)."""
     import torch
     from bench_memory import micro_step, one_row_batch
@@ -45,6 +47,10 @@ def _step(model_dir: str, kind: str, tokens: int, path: str) -> dict:
     torch.manual_seed(0)
     model = load_model(model_dir)  # fp32 on CPU, as every stage loads it there
     vocab = model.config.get_text_config().vocab_size
+    if checkpointing:  # as the trainers enable it (non-reentrant, activations recomputed per layer)
+        model.config.use_cache = False
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.train()
     model_mib = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
     if kind == "rl":
         mb = one_row_batch(tokens - PROMPT, vocab, PROMPT)
@@ -68,10 +74,10 @@ def _step(model_dir: str, kind: str, tokens: int, path: str) -> dict:
             "model_mib": round(model_mib, 1), "vocab": vocab}  # fmt: skip
 
 
-def _measure(model_dir: str, kind: str, tokens: int, path: str) -> dict:
+def _measure(model_dir: str, kind: str, tokens: int, path: str, checkpointing: bool = False) -> dict:
     code = (f"import json, sys; sys.path[:0] = {[str(HERE.parent), str(HERE)]!r}; "
             f"from bench_twin_memory import _step; "
-            f"print(json.dumps(_step({model_dir!r}, {kind!r}, {tokens}, {path!r})))")  # fmt: skip
+            f"print(json.dumps(_step({model_dir!r}, {kind!r}, {tokens}, {path!r}, {checkpointing!r})))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -84,7 +90,9 @@ def _available_gib() -> float:
     return float("inf")
 
 
-def run(tokens: list[int], twin_dir: str | None = None, max_gib: float | None = None) -> dict:
+def run(tokens: list[int], twin_dir: str | None = None, max_gib: float | None = None, *,
+        steps: tuple[str, ...] = ("rl", "sft"), toy: bool = True,
+        checkpointing: tuple[bool, ...] = (False,)) -> dict:  # fmt: skip
     from ares_cli.toy.build import base_dir
     from ares_cli.toy.twins import build_twin
 
@@ -93,33 +101,35 @@ def run(tokens: list[int], twin_dir: str | None = None, max_gib: float | None = 
             twin_dir = f"{tmp}/twin"
             build_twin("qwen2.5-0.5b", twin_dir)  # full depth: 24 layers
         limit = max_gib if max_gib is not None else _available_gib() / 2
+        models = [("toy", str(base_dir()))] if toy else []
         rows = []
-        for model_name, model_dir in (("toy", str(base_dir())), ("qwen2.5-0.5b twin", twin_dir)):
-            for kind in ("rl", "sft"):
+        for model_name, model_dir in [*models, ("qwen2.5-0.5b twin", twin_dir)]:
+            for kind in steps:
                 for t in tokens:
                     if model_name == "toy" and t > 640:  # the toy's context: measure it at 640 tokens
                         t = 640
-                    row = {"model": model_name, "step": "rl_micro_step" if kind == "rl" else "sft_step",
-                           "tokens": t}  # fmt: skip
-                    if any(
-                        r["model"] == model_name and r["step"] == row["step"] and r["tokens"] == t
-                        for r in rows
-                    ):
-                        continue
-                    for path in ("fused", "logits"):
-                        estimate = 3 * t * 151936 * 4 / 2**30 if model_name != "toy" else 0.0
-                        if path == "logits" and estimate > limit:
-                            row["logits_skipped"] = f"needs ~{estimate:.1f} GiB > limit {limit:.1f} GiB"
+                    for ckpt in checkpointing:
+                        row = {"model": model_name, "step": "rl_micro_step" if kind == "rl" else "sft_step",
+                               "tokens": t, "gradient_checkpointing": ckpt}  # fmt: skip
+                        if any(all(r[k] == row[k] for k in row) for r in rows):
                             continue
-                        m = _measure(model_dir, kind, t, path)
-                        row[f"{path}_peak_extra_mib"], row[f"{path}_s"] = m["peak_extra_mib"], m["seconds"]
-                        row["model_mib"], row["vocab"] = m["model_mib"], m["vocab"]
-                    if row.get("fused_peak_extra_mib") and row.get("logits_peak_extra_mib"):
-                        row["memory_ratio_fused_to_logits"] = round(
-                            row["fused_peak_extra_mib"] / row["logits_peak_extra_mib"], 3
-                        )
-                    rows.append(row)
-                    print(json.dumps(row), file=sys.stderr)
+                        for path in ("fused", "logits"):
+                            estimate = 3 * t * 151936 * 4 / 2**30 if model_name != "toy" else 0.0
+                            if path == "logits" and estimate > limit:
+                                row["logits_skipped"] = f"needs ~{estimate:.1f} GiB > limit {limit:.1f} GiB"
+                                continue
+                            m = _measure(model_dir, kind, t, path, ckpt)
+                            row[f"{path}_peak_extra_mib"], row[f"{path}_s"] = (
+                                m["peak_extra_mib"],
+                                m["seconds"],
+                            )
+                            row["model_mib"], row["vocab"] = m["model_mib"], m["vocab"]
+                        if row.get("fused_peak_extra_mib") and row.get("logits_peak_extra_mib"):
+                            row["memory_ratio_fused_to_logits"] = round(
+                                row["fused_peak_extra_mib"] / row["logits_peak_extra_mib"], 3
+                            )
+                        rows.append(row)
+                        print(json.dumps(row), file=sys.stderr)
     return {
         "benchmark": "twin_step_memory",
         "machine": platform.processor() or platform.machine(),
@@ -136,9 +146,15 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, nargs="+", default=[1024, 4096])
     ap.add_argument("--twin", default=None, help="an existing qwen2.5-0.5b twin directory (built otherwise)")
     ap.add_argument("--max-gib", type=float, default=None, help="largest logits-path estimate to run")
+    ap.add_argument("--steps", nargs="+", choices=("rl", "sft"), default=["rl", "sft"], help="which steps")
+    ap.add_argument("--no-toy", action="store_true", help="measure the twin only")
+    ap.add_argument("--gradient-checkpointing", choices=("off", "on", "both"), default="off",
+                    help="activation checkpointing during the step (the recipes' optim.gradient_checkpointing)")  # fmt: skip
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/twin_memory.json"))
     args = ap.parse_args()
-    report = run(args.tokens, args.twin, args.max_gib)
+    ckpt = {"off": (False,), "on": (True,), "both": (False, True)}[args.gradient_checkpointing]
+    report = run(args.tokens, args.twin, args.max_gib, steps=tuple(args.steps), toy=not args.no_toy,
+                 checkpointing=ckpt)  # fmt: skip
     text = json.dumps(report, indent=1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text + "\n")

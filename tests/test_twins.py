@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +103,28 @@ def test_one_rl_step_on_a_152k_twin_agrees_between_the_fused_head_and_the_logits
     assert fused["grad_norm"] > 0
     for key in ("entropy", "loss", "grad_norm", "paec/h0", "paec/h_bar_step", "paec/score_mean"):
         assert fused[key] == pytest.approx(logits[key], rel=1e-4, abs=1e-6), key
+
+
+def test_the_twin_memory_benchmark_measures_a_checkpointed_step_with_checkpointing_on(monkeypatch):
+    """bench_twin_memory's step child: with checkpointing the model runs with HF's gradient checkpointing."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_twin_memory
+    import transformers
+
+    from ares_cli.toy.build import base_dir
+
+    seen = []
+    enable = transformers.PreTrainedModel.gradient_checkpointing_enable
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("gradient_checkpointing_kwargs"))
+        return enable(self, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "gradient_checkpointing_enable", spy)
+    off = bench_twin_memory._step(str(base_dir()), "sft", 64, "fused", False)
+    assert seen == []
+    on = bench_twin_memory._step(str(base_dir()), "sft", 64, "fused", True)
+    assert seen == [{"use_reentrant": False}]
+    assert on["peak_extra_mib"] > 0 and off["peak_extra_mib"] > 0 and on["vocab"] == off["vocab"] == 92
