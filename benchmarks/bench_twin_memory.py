@@ -47,9 +47,8 @@ def _step(model_dir: str, kind: str, tokens: int, path: str, checkpointing: bool
     torch.manual_seed(0)
     model = load_model(model_dir)  # fp32 on CPU, as every stage loads it there
     vocab = model.config.get_text_config().vocab_size
-    if checkpointing:  # as the trainers enable it (non-reentrant, activations recomputed per layer)
-        model.config.use_cache = False
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if checkpointing:  # as the SFT and RL trainers enable it (activations recomputed per layer)
+        (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
         model.train()
     model_mib = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
     if kind == "rl":
