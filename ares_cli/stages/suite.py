@@ -298,7 +298,7 @@ def run_suite(
     from ares_cli.stages.evaluate import run_eval
     from ares_cli.store.hashing import strict_json
 
-    started = time.time()  # the suite's duration covers its checks and evals: a pipeline's eval stage
+    started = time.time()  # the suite's time covers its checks and evals (a pipeline's eval stage is one)
     prepare_suite(suite, cfg)
     results, evals, reused, inputs = {}, {}, {}, []
     for b in suite.benches:
