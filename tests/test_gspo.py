@@ -137,7 +137,7 @@ def test_two_step_toy_run_through_the_cli(tiny_model_dir, tmp_path):
             "--set", "data_limit=8", "--set", "rollout.prompts_per_step=2", "--set", "rollout.group_size=4",
             "--set", "rollout.max_new_tokens=8", "--set", "optim.mini_batch_size=1", "--set", "optim.lr=1e-2",
             "--set", "grading.workers=1", "--set", "grading.grader=tests.test_rl_graders:parity_grade",
-            "--set", "save_every=0")  # fmt: skip
+            "--set", "save_every=0", "--trust-grader-code")  # fmt: skip
     done = run_ares(*args, root=tmp_path)
     path = done.stdout.strip()
     manifest = json.loads(open(f"{path}/manifest.json").read())
