@@ -25,6 +25,7 @@ class GlobalOptions:
     artifacts_root: Path = Path("artifacts")
     verbosity: int = 0  # -1 quiet, 0 normal, >0 verbose
     json: bool = False
+    results: Any = None  # the stream results go to (stdout as the command started; see main.AresGroup)
     _console: Any = field(default=None, repr=False)
 
     @property
@@ -125,13 +126,14 @@ def options(ctx) -> GlobalOptions:
 
 def emit(opts: GlobalOptions, result: dict[str, Any], *, text: str | None = None) -> None:
     """Write the command's result on stdout: JSON with ``--json``, else ``text`` (default: the path)."""
+    out = opts.results or sys.stdout
     if opts.json:
-        sys.stdout.write(json.dumps(result, sort_keys=True, default=str) + "\n")
+        out.write(json.dumps(result, sort_keys=True, default=str) + "\n")
     else:
         line = text if text is not None else str(result.get("path", ""))
         if line:
-            sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+            out.write(line + "\n")
+    out.flush()
 
 
 def _rate_and_eta_columns(unit: str) -> tuple:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -15,12 +16,25 @@ from ares_cli.console import GlobalOptions
 from ares_cli.errors import EXIT_INTERRUPTED, AresError, storage_error
 
 
+HELP_FLAGS = ("--help", "-h")
+
+
 class AresGroup(TyperGroup):
-    """Maps :class:`AresError` (and a full or read-only disk) to its exit code and Ctrl-C to 130."""
+    """Maps :class:`AresError` (and a full or read-only disk) to its exit code and Ctrl-C to 130, and keeps
+    stdout for the command's result: while a command runs, anything else written there (a library's log
+    line, e.g. DeepSpeed's, whose handler binds to the stdout of its import) goes to stderr; the result
+    goes through :func:`~ares_cli.console.emit` to the real stdout. Help text stays on stdout."""
+
+    def parse_args(self, ctx, args):
+        ctx.meta["ares.asks_help"] = any(a in HELP_FLAGS for a in args)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx):
+        ctx.meta["ares.results"] = sys.stdout
+        asks_help = ctx.meta.get("ares.asks_help", False)
         try:
-            return super().invoke(ctx)
+            with contextlib.nullcontext() if asks_help else contextlib.redirect_stdout(sys.stderr):
+                return super().invoke(ctx)
         except AresError as err:
             typer.echo(f"error: {err}", err=True)
             raise typer.Exit(err.exit_code) from None
@@ -59,7 +73,8 @@ def root(
 ) -> None:
     """Shared options; each stage reads and writes versioned artifacts under --artifacts-root."""
     ctx.obj = GlobalOptions(
-        artifacts_root=artifacts_root, verbosity=-1 if quiet else verbose, json=json_output
+        artifacts_root=artifacts_root, verbosity=-1 if quiet else verbose, json=json_output,
+        results=ctx.meta.get("ares.results"),
     )
 
 
