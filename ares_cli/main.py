@@ -15,7 +15,6 @@ from ares_cli.commands import artifacts, data, plan, report, stages, toy
 from ares_cli.console import GlobalOptions
 from ares_cli.errors import EXIT_INTERRUPTED, AresError, storage_error
 
-
 HELP_FLAGS = ("--help", "-h")
 
 
@@ -73,7 +72,9 @@ def root(
 ) -> None:
     """Shared options; each stage reads and writes versioned artifacts under --artifacts-root."""
     ctx.obj = GlobalOptions(
-        artifacts_root=artifacts_root, verbosity=-1 if quiet else verbose, json=json_output,
+        artifacts_root=artifacts_root,
+        verbosity=-1 if quiet else verbose,
+        json=json_output,
         results=ctx.meta.get("ares.results"),
     )
 
