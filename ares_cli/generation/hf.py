@@ -8,7 +8,7 @@ from typing import Any
 
 from ares_cli.errors import InputError, UsageError
 from ares_cli.generation.stops import stop_ids
-from ares_cli.generation.types import Completion, GenerationRequest, SamplingParams
+from ares_cli.generation.types import BatchDone, Completion, GenerationRequest, SamplingParams
 
 
 class HFBackend:
@@ -22,6 +22,7 @@ class HFBackend:
     """
 
     name = "hf"
+    reports_batches = True  # generate() takes on_batch: callers may grade a batch while the next decodes
 
     def __init__(
         self,
@@ -113,8 +114,12 @@ class HFBackend:
                 text, reason = text[:cut], "stop"
         return Completion(text=text, token_ids=list(ids), finish_reason=reason, logprobs=list(lps))
 
-    def generate(self, requests: list[GenerationRequest], sampling: SamplingParams) -> list[list[Completion]]:
-        """Per request, one completion per seed, in seed order."""
+    def generate(
+        self, requests: list[GenerationRequest], sampling: SamplingParams, on_batch: BatchDone | None = None
+    ) -> list[list[Completion]]:
+        """Per request, one completion per seed, in seed order. ``on_batch``, when given, is called after
+        each decode batch with its finished ``(request index, seed index, completion)`` rows (so that a
+        caller can grade them while the next batch decodes)."""
         from ares_cli.generation.decode import decode_chunk
 
         pairs = [self.encode_request(r) for r in requests]
@@ -143,6 +148,8 @@ class HFBackend:
             )
             for (ri, si), res in zip(chunk, results, strict=True):
                 out[ri][si] = self._finish(res.token_ids, res.logprobs, res.finish_reason, sampling.stop)
+            if on_batch is not None:
+                on_batch([(ri, si, out[ri][si]) for ri, si in chunk])
         return out  # type: ignore[return-value]
 
     def generate_from_ids(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -79,6 +79,10 @@ class Completion:
         return (
             self.token_count if self.token_count is not None and not self.token_ids else len(self.token_ids)
         )
+
+
+BatchDone = Callable[[list[tuple[int, int, "Completion"]]], None]
+"""A backend's ``on_batch`` callback: the (request index, seed index, completion) rows of a finished batch."""
 
 
 @runtime_checkable

@@ -10,9 +10,11 @@ string, so pathological answers cost one timeout each instead of one per compari
 from __future__ import annotations
 
 import multiprocessing as mp
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 
@@ -56,6 +58,8 @@ class GradingPool:
     ordinary slow samples do not cost a process restart.
     """
 
+    grades_in_background = True  # has submit(): grading can overlap the caller's next batch
+
     def __init__(
         self,
         grader: str | GraderSpec = "math_verify",
@@ -85,6 +89,8 @@ class GradingPool:
         self._ctx = mp.get_context(mp_context)
         self._workers: list[_Worker] = []
         self._start_failures = 0
+        self._lock = threading.RLock()  # one grading call at a time: the caller's or the background one
+        self._background: ThreadPoolExecutor | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def __enter__(self) -> GradingPool:
@@ -107,7 +113,11 @@ class GradingPool:
             self._workers.append(self._spawn())
 
     def close(self, grace_s: float = 1.0) -> None:
-        """Stop workers: ask them to exit, wait up to ``grace_s`` in all, then kill what is still running."""
+        """Stop workers: ask them to exit, wait up to ``grace_s`` in all, then kill what is still running.
+        A background grading call still running finishes first; ones not started are cancelled."""
+        if self._background is not None:
+            self._background.shutdown(wait=True, cancel_futures=True)
+            self._background = None
         for w in self._workers:
             try:
                 w.conn.send(None)
@@ -144,6 +154,10 @@ class GradingPool:
     # -- core loop -------------------------------------------------------------------------------------
     def run(self, tasks: Sequence[tuple[str, str]]) -> list[tuple[str, str | None]]:
         """Grade raw ``(gold, grader_input)`` tasks in the workers (no cache); returns (grade, detail) each."""
+        with self._lock:
+            return self._run(tasks)
+
+    def _run(self, tasks: Sequence[tuple[str, str]]) -> list[tuple[str, str | None]]:
         if not self._workers:
             self.start()
         results: list[tuple[str, str | None] | None] = [None] * len(tasks)
@@ -241,6 +255,22 @@ class GradingPool:
         A missing boxed answer is ``invalid`` for graders that take the extracted answer. Identical
         (grader, gold, answer) keys are verified once: within the batch and across calls via the cache.
         """
+        with self._lock:
+            return self._grade(items, extracted)
+
+    def submit(self, items: Sequence[tuple[str, str | None]], *, extracted: bool = False) -> Future:
+        """:meth:`grade` on the pool's background thread, so that the caller goes on (generating the next
+        batch) while the workers grade this one; ``.result()`` is what :meth:`grade` returns (or raises).
+        Calls run one at a time in submission order; a :meth:`grade` call waits for the one running."""
+        if self._background is None:
+            self._background = ThreadPoolExecutor(1, thread_name_prefix="ares-grading")
+        return self._background.submit(self.grade, list(items), extracted=extracted)
+
+    def collect(self, futures: Sequence[Future]) -> list[list[GradeResult]]:
+        """The results of :meth:`submit` calls, in order (waiting for the ones still running)."""
+        return [future.result() for future in futures]
+
+    def _grade(self, items: Sequence[tuple[str, str | None]], extracted: bool) -> list[GradeResult]:
         label = self.spec.label
         prepared: list[tuple[str | None, tuple[str, str, str] | None]] = []
         for gold, text in items:

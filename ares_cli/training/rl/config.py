@@ -240,6 +240,9 @@ class GradingConfig:
     )  # fmt: skip
     workers: int = option(2, "Grading worker processes per rank.", ge=1, le=256)
     timeout_s: float = option(10.0, "Hard per-response grading timeout (the worker is killed).", gt=0.0)
+    overlap: bool = option(
+        True, "Grade each finished decode batch in the background while the next one decodes (hf backend).",
+    )  # fmt: skip
     max_error_rate: float = option(
         0.1, "Stop when the grader fails (grade 'error') on more than this share of the responses so far.",
         ge=0.0, le=1.0,

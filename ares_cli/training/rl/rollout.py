@@ -102,9 +102,8 @@ def generate_groups(
                        key=p["id"], processor=processor)
         for index, p in draws
     ]  # fmt: skip
-    completions = backend.generate(requests, sampling) if requests else []
-    flat = [(p, c) for (_, p), comps in zip(draws, completions, strict=True) for c in comps]
-    grades = pool.grade([(p["answer"], c.text) for p, c in flat]) if flat else []
+    completions, grades = generate_and_grade(backend, requests, sampling, [p["answer"] for _, p in draws], pool,
+                                             overlap=cfg.grading.overlap)  # fmt: skip
     groups, g = [], 0
     for (index, p), req, comps in zip(draws, requests, completions, strict=True):
         n = len(comps)
@@ -124,6 +123,37 @@ def generate_groups(
         branch_groups(groups, [p for _, p in draws], entropy_fn(groups), backend=backend, tokenizer=tokenizer,
                       cfg=cfg, seed=seed, pool=pool, world=world)  # fmt: skip
     return groups
+
+
+def generate_and_grade(
+    backend, requests, sampling, golds: list[str], pool, *, overlap: bool
+) -> tuple[list, list]:
+    """Each request's completions and their grades (flat: request, then seed order), ``golds[i]`` being
+    request i's answer. With ``overlap``, a backend that reports its decode batches (``on_batch``) and a
+    pool that grades in the background (``submit``), each batch is graded while the next one decodes;
+    the grades are the same either way, only the waiting differs."""
+    if not requests:
+        return [], []
+    if not (
+        overlap
+        and getattr(backend, "reports_batches", False)
+        and getattr(pool, "grades_in_background", False)
+    ):
+        completions = backend.generate(requests, sampling)
+        flat = [(golds[ri], c.text) for ri, comps in enumerate(completions) for c in comps]
+        return completions, pool.grade(flat) if flat else []
+    jobs: list[tuple[list[tuple[int, int]], Any]] = []
+
+    def grade_batch(rows) -> None:
+        jobs.append(
+            ([(ri, si) for ri, si, _ in rows], pool.submit([(golds[ri], c.text) for ri, _, c in rows]))
+        )
+
+    completions = backend.generate(requests, sampling, on_batch=grade_batch)
+    by_row = {}
+    for (rows, _), results in zip(jobs, pool.collect([future for _, future in jobs]), strict=True):
+        by_row.update(zip(rows, results, strict=True))
+    return completions, [by_row[(ri, si)] for ri, comps in enumerate(completions) for si in range(len(comps))]
 
 
 def all_gather_groups(groups: list[Group]) -> list[Group]:
@@ -152,9 +182,9 @@ def validate_accuracy(
     )
     requests = [prompt_request(tokenizer, p, r, [seed_for(cfg.seed, f"val:{p['id']}", i) for i in range(v.k)],
                                key=p["id"], processor=processor) for p in mine]  # fmt: skip
-    completions = backend.generate(requests, sampling) if requests else []
+    completions, grades = generate_and_grade(backend, requests, sampling, [p["answer"] for p in mine], pool,
+                                             overlap=cfg.grading.overlap)  # fmt: skip
     flat = [(p, c) for p, comps in zip(mine, completions, strict=True) for c in comps]
-    grades = pool.grade([(p["answer"], c.text) for p, c in flat]) if flat else []
     solved, i = 0, 0
     for comps in completions:  # pass@k: a problem counts once any of its k samples is correct
         solved += any(g.grade == "correct" for g in grades[i : i + len(comps)])

@@ -43,12 +43,27 @@ class TimedPool:
     def __init__(self, pool, timer: Timer):
         self.pool, self.timer = pool, timer
 
+    @property
+    def grades_in_background(self) -> bool:
+        return getattr(self.pool, "grades_in_background", False)
+
+    def submit(self, items):
+        """Grade in the pool's background thread (overlapped with generation: charged to no phase)."""
+        return self.pool.submit(items)
+
+    def collect(self, futures):
+        """The results of :meth:`submit` calls; the time spent waiting for them is the "grade" phase's."""
+        return self._charged(lambda: [f.result() for f in futures])
+
     def grade(self, items):
+        return self._charged(lambda: self.pool.grade(items))
+
+    def _charged(self, fn):
         if self.timer.on_phase is not None:
             self.timer.on_phase("grade")
         start = time.perf_counter()
         try:
-            return self.pool.grade(items)
+            return fn()
         finally:
             spent = time.perf_counter() - start
             self.timer.seconds["grade"] += spent
