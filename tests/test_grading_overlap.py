@@ -86,19 +86,27 @@ def test_each_decode_batch_is_graded_as_it_finishes_with_the_same_tokens_and_gra
     assert runs[True][:2] == runs[False][:2]
     assert runs[False][2] == [("grade", 12)]
     assert runs[True][2] == [("submit", 5), ("submit", 5), ("submit", 2)]  # 12 rows, 5 per decode batch
+    backend.batch_size = 12  # one decode batch: nothing decodes while it grades, so it grades after
+    with GradingPool("boxed_int", workers=1, timeout_s=5.0) as raw:
+        pool = _Recording(raw)
+        generate_and_grade(backend, requests, sampling, golds, pool, overlap=True)
+    assert pool.calls == [("grade", 12)]
 
 
 def test_a_backend_without_batch_reports_grades_after_generation():
-    from ares_cli.generation import Completion
+    from ares_cli.generation import Completion, GenerationRequest
     from ares_cli.training.rl.rollout import generate_and_grade
 
     class OneCall:
+        batch_size = 1
+
         def generate(self, requests, sampling):
             return [[Completion(text=r"\boxed{1}", token_ids=[1], finish_reason="stop")] for _ in requests]
 
+    requests = [GenerationRequest(prompt="q", seeds=[0]), GenerationRequest(prompt="q", seeds=[1])]
     with GradingPool("boxed_int", workers=1, timeout_s=5.0) as raw:
         pool = _Recording(raw)
-        _, grades = generate_and_grade(OneCall(), [object(), object()], None, ["1", "2"], pool, overlap=True)
+        _, grades = generate_and_grade(OneCall(), requests, None, ["1", "2"], pool, overlap=True)
     assert [g.grade for g in grades] == ["correct", "incorrect"] and pool.calls == [("grade", 2)]
 
 

@@ -130,15 +130,14 @@ def generate_and_grade(
 ) -> tuple[list, list]:
     """Each request's completions and their grades (flat: request, then seed order), ``golds[i]`` being
     request i's answer. With ``overlap``, a backend that reports its decode batches (``on_batch``) and a
-    pool that grades in the background (``submit``), each batch is graded while the next one decodes;
+    pool that grades in the background (``submit``), each batch is graded while the next one decodes
+    (not when all rows fit one batch: nothing would decode meanwhile, benchmarks/bench_grading_overlap.py);
     the grades are the same either way, only the waiting differs."""
     if not requests:
         return [], []
-    if not (
-        overlap
-        and getattr(backend, "reports_batches", False)
-        and getattr(pool, "grades_in_background", False)
-    ):
+    rows = sum(len(r.seeds) for r in requests)
+    batches = getattr(backend, "reports_batches", False) and rows > getattr(backend, "batch_size", rows)
+    if not (overlap and batches and getattr(pool, "grades_in_background", False)):
         completions = backend.generate(requests, sampling)
         flat = [(golds[ri], c.text) for ri, comps in enumerate(completions) for c in comps]
         return completions, pool.grade(flat) if flat else []
