@@ -6,7 +6,8 @@ grader as the reward on both sides, one torch thread. Each rep runs each side in
 first on even reps, TRL first on odd ones: alternated), one warm-up step then ``--steps`` timed steps;
 the report is the median over reps of each side's mean step time, its generation time (ares:
 ``time/generate``; TRL: its ``_generate`` call) and training time (ares: forward + backward; TRL: the
-step minus ``_generate_and_score_completions``), and their ratios ares / TRL. Skipped (a JSON line saying
+step minus ``_generate_and_score_completions``), their ratios ares / TRL, and the ratio of step time per
+generated token (the sides sample different responses, of different lengths). Skipped (a JSON line saying
 so) without TRL (``pip install 'ares-cli[trl]'``).
 
 Models: ``toy`` (the toy base, ``ares_cli/toy/base``); ``llama30m``, a random Llama with a real model's
@@ -174,12 +175,17 @@ def main() -> None:
     args = parser.parse_args()
     if args.side:
         return child(args)
+    # DeepSpeed (imported by TRL and accelerate, and by transformers through accelerate) logs to stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        result = compare(args)
+    print(json.dumps(result, indent=2))
+
+
+def compare(args) -> dict:
     try:
-        with contextlib.redirect_stdout(sys.stderr):  # DeepSpeed (through TRL) logs to stdout on import
-            import trl
+        import trl
     except ImportError:
-        print(json.dumps({"skipped": "TRL is not installed (pip install 'ares-cli[trl]')"}))
-        return
+        return {"skipped": "TRL is not installed (pip install 'ares-cli[trl]')"}
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     result = {"trl": trl.__version__, "prompts": args.prompts, "group": args.group,
               "max_new_tokens": args.max_new_tokens, "reps": args.reps, "steps_timed": args.steps,
@@ -201,9 +207,12 @@ def main() -> None:
                 "median_s": {s: {k: round(v, 3) for k, v in m.items()} for s, m in med.items()},
                 "ratio_ares_to_trl": {k: round(med["ares"][k] / med["trl"][k], 3) for k in ("step", "generate", "train")},
                 "step_ratio_per_rep": [round(a["step"] / t["step"], 3) for a, t in zip(reps["ares"], reps["trl"], strict=True)],
+                # the sides sample different responses: the step time per generated token, as a ratio too
+                "step_per_token_ratio": round(med["ares"]["step"] / med["ares"]["response_len"]
+                                              / (med["trl"]["step"] / med["trl"]["response_len"]), 3),
                 "reps": reps,
             }  # fmt: skip
-    print(json.dumps(result, indent=2))
+    return result
 
 
 if __name__ == "__main__":
