@@ -29,6 +29,11 @@ class GlobalOptions:
     _console: Any = field(default=None, repr=False)
 
     @property
+    def result_stream(self):
+        """Where the command's result goes: the stdout the command started with (see main.AresGroup)."""
+        return self.results or sys.stdout
+
+    @property
     def console(self):
         """A rich console on stderr (plain lines when stderr is not a TTY; then tables are printed at their
         full width, not cut to 80 columns, unless ``COLUMNS`` sets one)."""
@@ -126,7 +131,7 @@ def options(ctx) -> GlobalOptions:
 
 def emit(opts: GlobalOptions, result: dict[str, Any], *, text: str | None = None) -> None:
     """Write the command's result on stdout: JSON with ``--json``, else ``text`` (default: the path)."""
-    out = opts.results or sys.stdout
+    out = opts.result_stream
     if opts.json:
         out.write(json.dumps(result, sort_keys=True, default=str) + "\n")
     else:

@@ -53,7 +53,7 @@ def planned(stage_command, planner, name: str):
 
             from ares_cli.planning.report import render
 
-            render(report, Console(highlight=False, soft_wrap=False, width=None))
+            render(report, Console(file=opts.result_stream, highlight=False, soft_wrap=False, width=None))
         raise typer.Exit(report.exit_code)
 
     command.__signature__ = inspect.Signature([*params, *PLAN_OPTIONS])
