@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 RECORD_ENV = "ARES_HOSTILE_TALLY"
 HOSTILE_FILES = (
     "tests/test_hostile_code.py",
+    "tests/test_hostile_pipelines.py",
     "tests/test_hostile_inputs.py",
     "tests/test_hostile_curate.py",
     "tests/test_hostile_reports.py",
