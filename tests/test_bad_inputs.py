@@ -6,24 +6,16 @@ directory (the test checks that none is left behind). Exit codes: 2 usage, 3 mis
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from input_rows import one_plus_one as _problem
+from input_rows import write_jsonl as _jsonl
 from typer.testing import CliRunner
 
 from ares_cli.main import app
 
 TOY = Path(__file__).resolve().parents[1] / "ares_cli" / "toy" / "base"
-
-
-def _jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
-def _problem(pid: str, **extra) -> dict:
-    return {"id": pid, "source": "toy", "problem": "What is 1+1?", "answer": "2", **extra}
 
 
 @pytest.fixture(scope="module")

@@ -12,14 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
+from input_rows import write_jsonl as _jsonl
 from typer.testing import CliRunner
 
 from ares_cli.main import app
-
-
-def _jsonl(path: Path, rows: list) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
 
 
 @pytest.fixture()

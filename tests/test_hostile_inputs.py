@@ -7,27 +7,19 @@ field, before a model loads or a stage opens its partial directory (checked: non
 
 from __future__ import annotations
 
-import json
 import struct
 import zlib
 from pathlib import Path
 
 import pytest
+from input_rows import one_plus_one as _problem
+from input_rows import write_jsonl as _jsonl
 from typer.testing import CliRunner
 
 from ares_cli.main import app
 
 REPO = Path(__file__).resolve().parents[1]
 TOY, TOY_VL = REPO / "ares_cli" / "toy" / "base", REPO / "ares_cli" / "toy" / "vl_base"
-
-
-def _jsonl(path: Path, rows: list) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
-def _problem(pid: str, **extra) -> dict:
-    return {"id": pid, "source": "toy", "problem": "What is 1+1?", "answer": "2", **extra}
 
 
 def _png_header_claiming(path: Path, width: int, height: int) -> Path:

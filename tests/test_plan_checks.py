@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from input_rows import write_jsonl as _jsonl
 from typer.testing import CliRunner
 
 from ares_cli.main import app
@@ -14,11 +15,6 @@ from ares_cli.main import app
 REPO = Path(__file__).resolve().parents[1]
 TOY = REPO / "ares_cli" / "toy" / "base"
 VL = REPO / "ares_cli" / "toy" / "vl_base"
-
-
-def _jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
 
 
 def _problem(pid: str, **extra) -> dict:
