@@ -135,8 +135,8 @@ def generate_and_grade(
     the grades are the same either way, only the waiting differs."""
     if not requests:
         return [], []
-    rows = sum(len(r.seeds) for r in requests)
-    batches = getattr(backend, "reports_batches", False) and rows > getattr(backend, "batch_size", rows)
+    n_rows = sum(len(r.seeds) for r in requests)
+    batches = getattr(backend, "reports_batches", False) and n_rows > getattr(backend, "batch_size", n_rows)
     if not (overlap and batches and getattr(pool, "grades_in_background", False)):
         completions = backend.generate(requests, sampling)
         flat = [(golds[ri], c.text) for ri, comps in enumerate(completions) for c in comps]
@@ -150,8 +150,8 @@ def generate_and_grade(
 
     completions = backend.generate(requests, sampling, on_batch=grade_batch)
     by_row = {}
-    for (rows, _), results in zip(jobs, pool.collect([future for _, future in jobs]), strict=True):
-        by_row.update(zip(rows, results, strict=True))
+    for (keys, _), results in zip(jobs, pool.collect([future for _, future in jobs]), strict=True):
+        by_row.update(zip(keys, results, strict=True))
     return completions, [by_row[(ri, si)] for ri, comps in enumerate(completions) for si in range(len(comps))]
 
 
