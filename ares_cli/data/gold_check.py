@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from ares_cli.grading.answer_forms import control_characters, plain_text, repair_escapes, strip_delimiters
 
@@ -26,7 +25,7 @@ def _self_grade_spec(grader: str, trust_code: bool = False):
     judged = parse_judge_grader(grader)
     spec = rules_spec(judged) if judged else resolve_grader(grader, trust_code=trust_code)
     if spec.target.startswith("ares_cli.grading.math_grader:"):
-        return replace(spec, name="math_verify/self", target="ares_cli.grading.math_grader:gold_self_grade")
+        return spec.retarget("math_verify/self", "ares_cli.grading.math_grader:gold_self_grade")
     return spec
 
 
@@ -70,7 +69,7 @@ def gold_warnings(
 
         spec = _self_grade_spec(grader, trust_code)
         copy = (
-            repair_escapes if spec.target.endswith(":gold_self_grade") else str
+            repair_escapes if ":gold_self_grade" in spec.target else str
         )  # a boxed answer is stripped
         with GradingPool(spec, workers=workers, timeout_s=timeout_s) as pool:
             golds = [pool.gold_for(r) for r in records]

@@ -26,7 +26,7 @@ _CONTROL = {"\x0c": "\\f", "\x08": "\\b", "\x07": "\\a", "\x0b": "\\v"}
 _TAB_COMMAND = re.compile(r"\t(?=[A-Za-z])")
 _CR_COMMAND = re.compile(r"\r(?=ight|ho|angle|ceil|floor|brace|vert|brack)")
 _WRAPPER = re.compile(r"\\(?:text|textrm|textbf|textit|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
-_SPACES = re.compile(r"\\[,;:! ]|\\q?quad|~|[\u00a0\u2000-\u200b\u202f\u205f\u3000]")
+_SPACES = re.compile(r"\\\\|\\[,;:! ]|\\q?quad(?![A-Za-z])|~|[\u00a0\u2000-\u200b\u202f\u205f\u3000]")
 _MATH_DELIMS = re.compile(r"\\[()\[\]]|\$")
 _LEFT_RIGHT = re.compile(r"\\(?:left|right|big|Big|bigg|Bigg)(?![A-Za-z])\s*")
 _STYLE = re.compile(r"\\[dt](frac|binom)(?![A-Za-z])")
@@ -35,11 +35,15 @@ _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![A-Za-z])|\\text\{
 _TIME = re.compile(r"^(\d{1,2}):(\d{2})\s*(?:([ap])\.?\s*m\.?)?$", re.I)
 _THOUSANDS_SHAPED = re.compile(r"-?\d{1,3}(?:,\d{3})+")
 _THOUSANDS_MARKED = re.compile(r"(?<=\d)(?:\{,\}|,\\!\s*)(?=\d{3}(?!\d))")
+_SPACE_SEP = r"(?:\\[,;: ]|\\thinspace(?![A-Za-z])\s*|~|[ \u00a0\u2009\u202f])"
+_THOUSANDS_SPACED = re.compile(r"(?<![\d.,])\d{1,3}(?:" + _SPACE_SEP + r"\d{3})+(?:\.\d+)?(?![\d])")
+_REPEATING = re.compile(r"(-?)(\d*)\.(\d*)\\(?:overline|bar|dot)\s*\{\s*(\d+)\s*\}")
 _NAMES = re.compile(
     r"^\(\s*([A-Za-z](?:_\{?\w+\}?)?(?:\s*,\s*[A-Za-z](?:_\{?\w+\}?)?)+)\s*\)\s*=\s*(.+)$", re.S
 )
 _RELATION = re.compile(r"\\(?:leq?|geq?|lt|gt|leqslant|geqslant)(?![A-Za-z])|<=|>=|<|>")
 _ASCENDING = {"<", "<=", "\\le", "\\leq", "\\lt", "\\leqslant"}
+_ENVIRONMENT = re.compile(r"\\(?:begin|end)\s*\{[A-Za-z*]+\}")
 _EQUIVALENCE = re.compile(r"\\(?:Leftrightarrow|iff|Longleftrightarrow)(?![A-Za-z])")
 
 
@@ -73,18 +77,41 @@ def has_relation(text: str) -> bool:
     return "=" in text or _RELATION.search(text) is not None
 
 
+def despace(text: str) -> str:
+    """Spacing commands and Unicode spaces as plain spaces; a row break ``\\\\`` stays one (``\\\\ `` is a
+    row break and a space, not a spacing command after a backslash)."""
+    return _SPACES.sub(lambda m: m.group(0) if m.group(0) == "\\\\" else " ", text)
+
+
+def join_spaced_thousands(text: str) -> str:
+    """``1\\,000`` and ``1 000`` (thin, plain or no-break space between groups of three) as ``1000``."""
+    return _THOUSANDS_SPACED.sub(lambda m: re.sub(_SPACE_SEP, "", m.group(0)), text)
+
+
+def exact_repeating_decimals(text: str) -> str:
+    """``0.\\overline{3}`` (also ``\\bar``, ``\\dot``; ``0.1\\overline{6}``) as the fraction it writes."""
+
+    def fraction(m: re.Match) -> str:
+        sign, whole, fixed, period = m.group(1), m.group(2) or "0", m.group(3), m.group(4)
+        numerator = int(whole + fixed + period) - int(whole + fixed)
+        denominator = (10 ** len(period) - 1) * 10 ** len(fixed)
+        return f"{sign}\\frac{{{numerator}}}{{{denominator}}}"
+
+    return _REPEATING.sub(fraction, text)
+
+
 def plain_text(text: str) -> str:
     """``text`` without wrappers, math delimiters, spacing commands, repeated spaces and a final period."""
     text = _MATH_DELIMS.sub(" ", text)
     while (unwrapped := _WRAPPER.sub(r" \1 ", text)) != text:
         text = unwrapped
-    text = _STYLE.sub(r"\\\1", _LEFT_RIGHT.sub("", _SPACES.sub(" ", text)))
+    text = _STYLE.sub(r"\\\1", _LEFT_RIGHT.sub("", despace(text)))
     return " ".join(text.split()).rstrip(".").strip()
 
 
 def is_prose(text: str) -> bool:
     """Whether ``text`` says something in words (a word of three or more letters outside LaTeX commands)."""
-    words = re.sub(r"\\[A-Za-z]+", " ", plain_text(text))
+    words = re.sub(r"\\[A-Za-z]+", " ", _ENVIRONMENT.sub(" ", plain_text(text)))
     return re.search(r"(?<![A-Za-z])[A-Za-z]{3,}(?![A-Za-z])", words) is not None
 
 
@@ -213,7 +240,8 @@ class Items:
 def read_items(text: str) -> Items:
     """Read ``text`` (already repaired) as its list of items (module docstring)."""
     text = _WORD_SEP.sub(lambda m: f" {m.group(1).lower()} ", strip_degrees(text))
-    text = _LEFT_RIGHT.sub("", _SPACES.sub(" ", _THOUSANDS_MARKED.sub("", text)))
+    text = join_spaced_thousands(exact_repeating_decimals(_THOUSANDS_MARKED.sub("", text)))
+    text = _LEFT_RIGHT.sub("", despace(text))
     text = text.strip().rstrip(".").strip()
     names: tuple[str, ...] = ()
     if (m := _NAMES.match(text)) is not None:

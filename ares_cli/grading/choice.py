@@ -35,6 +35,7 @@ _ANSWER = re.compile(r"\banswer(?:\s+is)?\s*[:：]\s*(.*)$", re.I | re.M)
 _LETTER_ONLY = re.compile(r"^\(?([A-Z])\)?[.:]?$")
 _LETTER_THEN_TEXT = re.compile(r"^\(?([A-Z])[).:]\s+(\S.*)$", re.S)
 _PAREN_LETTER = re.compile(r"(?:\\text\{\s*)?\(([A-Z])\)")
+_SELECTION_SEP = re.compile(r"\s*(?:,|;|&|\band\b|\\text\{\s*and\s*\})\s*", re.I)
 
 
 def parse_options(value: Any) -> list[str] | None:
@@ -117,34 +118,78 @@ def _option_letter(text: str, options: Sequence[str]) -> str | None:
     return LETTERS[hits[0]] if len(hits) == 1 else None
 
 
-def extract_choice(response: str | None, options: Sequence[str] | None = None) -> str | None:
-    """The response's final option letter (module doc: boxed, then ``Answer:``, then the last line)."""
+def extract_choice(response: str | None, options: Sequence[str] | None = None, *, reader=None) -> str | None:
+    """The response's final option letter (module doc: boxed, then ``Answer:``, then the last line);
+    ``reader`` (default :func:`read_choice`) reads the letter out of the text found there."""
     if not response or not response.strip():
         return None
     if "\\boxed" in response or "\\fbox" in response:
         boxed = extract_boxed(response)
-        return None if boxed is None else read_choice(boxed, options)
+        if boxed is None:
+            return None
+        return reader(boxed, options) if reader else read_choice(boxed, options)
     answers = _ANSWER.findall(response)
-    if answers:
-        return read_choice(answers[-1], options, whole_line=True)
-    last = [line for line in response.strip().splitlines() if line.strip()][-1]
-    return read_choice(last, options, whole_line=True)
+    last = answers[-1] if answers else [line for line in response.strip().splitlines() if line.strip()][-1]
+    return reader(last, options) if reader else read_choice(last, options, whole_line=True)
 
 
-def gold_letter(gold: str) -> str:
-    """The gold option letter of a grader gold string; raises ValueError when it names no option."""
-    answer, options = _decode_gold(gold)
-    letter = read_choice(answer, options)
+def read_choices(text: str, options: Sequence[str] | None) -> str | None:
+    """The letters a multi-select answer names (``A, C``, ``A and C``, ``(A), (C)``), sorted and joined
+    by ``", "``; one letter as itself. None when any part names no option, or when they are joined by
+    "or" (a hedge, not a selection)."""
+    text = _unwrap(text)
+    if re.search(r"(?<![A-Za-z])or(?![A-Za-z])", text, re.I):
+        return None
+    parts = [p for p in _SELECTION_SEP.split(text) if p.strip()]
+    letters = [read_choice(p, options) for p in parts]
+    if not letters or None in letters or len(set(letters)) != len(letters):
+        return None
+    return ", ".join(sorted(letters))  # type: ignore[arg-type]
+
+
+def _multi(options) -> bool:
+    return bool(options is not None and options.multi_select)
+
+
+def gold_letter(gold: str, options=None) -> str:
+    """The gold option letter of a grader gold string (with ``multi_select``: its letters, sorted and
+    joined, ``"A, C"``); raises ValueError when it names no option."""
+    answer, choices = _decode_gold(gold)
+    letter = read_choice(answer, choices)
+    if letter is None and _multi(options):
+        letter = read_choices(answer, choices)
     if letter is None:
-        raise ValueError(f"choice: gold answer {answer!r} is neither an option letter nor an option's text")
+        what = "option letters" if _multi(options) else "an option letter"
+        raise ValueError(f"choice: gold answer {answer!r} is neither {what} nor an option's text")
     return letter
 
 
-def extract_for_gold(gold: str, response: str | None) -> str | None:
-    """Pool extractor: the final letter of ``response``, reading option texts from ``gold``'s payload."""
-    return extract_choice(response, _decode_gold(gold)[1])
+def gold_problem(answer: str, options_value: Any, *, per_row: bool = False, grading=None) -> str | None:
+    """Why a record's gold cannot be graded by a choice grader (its options unreadable, or a gold that
+    names no option), or None; ``per_row``: a record without options is graded as math (no check)."""
+    try:
+        options = parse_options(options_value)
+    except ValueError as exc:
+        return str(exc)
+    if per_row and not options:
+        return None
+    try:
+        gold_letter(choice_gold(answer, options), grading)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
-def choice_grade(gold: str, letter: str) -> str:
-    """Grade an extracted letter against the gold (letter, option text, or payload with options)."""
-    return CORRECT if letter.strip() == gold_letter(gold) else INCORRECT
+def extract_for_gold(gold: str, response: str | None, options=None) -> str | None:
+    """Pool extractor: the final letter of ``response`` (with ``multi_select``, its letters), reading
+    option texts from ``gold``'s payload."""
+    choices = _decode_gold(gold)[1]
+    if not _multi(options):
+        return extract_choice(response, choices)
+    return extract_choice(response, choices, reader=read_choices)
+
+
+def choice_grade(gold: str, letter: str, options=None) -> str:
+    """Grade an extracted letter against the gold (letter, option text, or payload with options); with
+    ``multi_select`` the extracted letters must be exactly the gold's."""
+    return CORRECT if letter.strip() == gold_letter(gold, options) else INCORRECT

@@ -9,7 +9,9 @@ step (math-verify keeps its structures: sets, tuples, intervals, relations, matr
 - two numbers that differ at 30 significant digits are different; otherwise their difference is decided
   exactly (rational arithmetic, then ``simplify``, then sympy's ``equals``); a difference sympy can neither
   prove zero nor nonzero counts as zero only when it vanishes to 200 significant digits;
-- a percentage ``x%`` equals ``x`` and ``x/100`` (the gold ``35`` accepts ``35.0\\%``).
+- a percentage ``x%`` equals a plain gold ``x`` (the gold ``35`` accepts ``35.0\\%``), and ``x/100`` only when
+  that gold is a fraction of a whole, ``0 < |g| < 1`` (``0.35`` accepts ``35\\%``, ``25`` refuses ``2500\\%``);
+  a percentage gold ``x%`` accepts ``x`` and ``x/100``.
 
 Expressions with free symbols are left to math-verify's symbolic step (``simplify(a - b) == 0``), which
 is exact. Parsing keeps implicit products: math-verify strips a trailing "unit" word after a number or a
@@ -107,6 +109,15 @@ def _percent(value):
     return None if x is None else (x, x / 100)
 
 
+def _is_fraction(value) -> bool:
+    """Whether a plain gold reads as a fraction of a whole (``0 < |g| < 1``): only then is ``x%`` the
+    number ``x/100`` for it (``25`` is a count or a percentage: ``2500%`` is not 25)."""
+    from sympy import N
+
+    size = abs(N(value, 30))
+    return bool(size.is_comparable and 0 < size < 1)
+
+
 def _gap_is_large(a, b, digits: int, tolerance: float) -> bool | None:
     """Whether ``|a - b| > tolerance * max(|a|, |b|)`` at ``digits`` digits; None when not comparable."""
     from sympy import N
@@ -158,7 +169,7 @@ def numeric_eq(a, b, float_rounding: int = 6, numeric_precision: int = 15) -> bo
         if pa is not None and pb is None:
             return any(_numbers_equal(x, b) for x in pa)
         if pb is not None and pa is None:
-            return any(_numbers_equal(a, x) for x in pb)
+            return _numbers_equal(a, pb[0]) or (_is_fraction(a) and _numbers_equal(a, pb[1]))
         return _numbers_equal(a, b)
     except (TypeError, ValueError, AttributeError, ZeroDivisionError):
         return False
@@ -201,3 +212,33 @@ def equal(gold: tuple, answer: tuple) -> bool:
 
     with exact_comparisons():
         return bool(verify(list(gold), list(answer), timeout_seconds=None))
+
+
+_DECIMAL = re.compile(r"^[+-]?\d+\.\d+$")
+
+
+def within_tolerance(gold: str, answer: str, tolerance: float) -> bool:
+    """Whether ``answer`` is a real number within ``tolerance`` of a gold written as a decimal number
+    (a benchmark's declared absolute tolerance: DynaMath's ``|answer - gold| <= 0.001``); False for any
+    other gold (integers, expressions, lists) and for an answer that is not one number."""
+    from sympy import Eq, N, Rational, Symbol
+
+    from ares_cli.grading.answer_forms import plain_text, read_items
+
+    if not _DECIMAL.match(plain_text(gold)) or len(read_items(answer).items) != 1:
+        return False
+    parsed = parse_math(answer, gold)
+    if not parsed:
+        return False
+    value = parsed[0]
+    if isinstance(value, Eq) and isinstance(value.lhs, Symbol):
+        value = value.rhs
+    try:
+        if _percent(value) is not None or value.free_symbols:
+            return False
+        number = N(_exact(value), 30)
+        if not (number.is_real and number.is_comparable):
+            return False
+        return bool(abs(number - Rational(plain_text(gold))) <= Rational(repr(tolerance)))
+    except (TypeError, ValueError, AttributeError):
+        return False

@@ -29,9 +29,10 @@ def _braced(text: str, start: int) -> tuple[str, int] | None:
     return None
 
 
-def boxed_spans(text: str) -> list[str | None]:
-    """Contents of every top-level boxed group, in order; an unbalanced group ends the list with None."""
-    out: list[str | None] = []
+def boxed_groups(text: str) -> list[tuple[int, int, str | None]]:
+    """(start, end, content) of every top-level boxed group, in order; an unbalanced group ends the list
+    with content None."""
+    out: list[tuple[int, int, str | None]] = []
     pos = 0
     while (m := _BOX.search(text, pos)) is not None:
         j = m.end()
@@ -40,15 +41,20 @@ def boxed_spans(text: str) -> list[str | None]:
         if j < len(text) and text[j] == "{":
             got = _braced(text, j)
             if got is None:
-                out.append(None)
+                out.append((m.start(), len(text), None))
                 break
-            out.append(got[0])
+            out.append((m.start(), got[1], got[0]))
             pos = got[1]
             continue
         bare = _BARE_TOKEN.match(text, m.end())  # "\boxed 42" (TeX allows a single token argument)
-        out.append(bare.group(1) if bare else None)
         pos = bare.end() if bare else m.end()
+        out.append((m.start(), pos, bare.group(1) if bare else None))
     return out
+
+
+def boxed_spans(text: str) -> list[str | None]:
+    """Contents of every top-level boxed group, in order; an unbalanced group ends the list with None."""
+    return [content for _, _, content in boxed_groups(text)]
 
 
 def extract_boxed(text: str | None) -> str | None:

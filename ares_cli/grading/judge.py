@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from ares_cli.errors import UsageError
-from ares_cli.grading.registry import ALIASES, JUDGE_NAME, resolve_grader
+from ares_cli.grading.registry import JUDGE_NAME, resolve_grader
 
 __all__ = [
     "JUDGE",
@@ -96,16 +96,12 @@ def check_judge_grader(name: str, cfg) -> JudgeGrader:
 
 def rules_spec(grader: JudgeGrader):
     """The worker grader of the rules part: ``math`` hands what it cannot read over as ``invalid``."""
-    from dataclasses import replace
-
     rules = grader.rules or "math_verify"
     spec = resolve_grader(rules)
     if spec.with_options or ":" in rules:
         raise UsageError(f"grader {rules}+judge: only registry graders of answers can go before a judge")
-    if ALIASES.get(rules, rules) == "math_verify":
-        return replace(
-            spec, name="math_verify/triage", target="ares_cli.grading.math_grader:math_triage_grade"
-        )
+    if spec.name == "math_verify":
+        return spec.retarget("math_verify/triage", "ares_cli.grading.math_grader:math_triage_grade")
     return spec
 
 

@@ -2,8 +2,14 @@
 
 Order of the rules (``docs/evaluation.md`` has the table of what each accepts and refuses):
 
-1. Both texts are repaired (:func:`~ares_cli.grading.answer_forms.repair_escapes`); the same plain text
-   (wrappers, spacing, final period; case too when both are prose) is correct.
+1. Both texts are repaired (:func:`~ares_cli.grading.answer_forms.repair_escapes`). Several final
+   answers (the response's boxes or ``Answer:`` lines that disagree, joined by
+   :mod:`~ares_cli.grading.final_answers`) are correct only when every one is the gold, when together they
+   are the gold's list (one box per solution), or when the last lists the gold and every earlier one is
+   an item of it; any other set of answers is incorrect (a hedge). An ``Answer:`` label in front of the
+   answer is dropped; the same plain text (wrappers, spacing, final period; case too when both are
+   prose) is correct. An option label (``\\text{(D) } 24``) is compared as the letter with a letter gold,
+   as its value with any other gold.
 2. Clock times (``4:30 p.m.``) are compared as times, never as the ratio 4/30.
 3. The gold may be read several ways, each tried: the parts of ``A \\Leftrightarrow B``; the parts of
    ``A or B`` when they are the same value written twice (``1048577 or 2^{20}+1``), else a list; the sides of
@@ -12,10 +18,16 @@ Order of the rules (``docs/evaluation.md`` has the table of what each accepts an
    equals a list as a multiset (order-insensitive), a single value never equals a list (``4, 4`` is not
    ``4``). The order counts for an ordering chain (``a < b < c`` against the list ``a, b, c``), for the
    values of a named tuple (read in the gold's name order: ``(n, m) = (2, 4)`` is ``(m, n) = (4, 2)``) and
-   for a bare ``70,110`` read as a list (a multiset from five groups on).
-5. Items are compared with math-verify (:mod:`~ares_cli.grading.exact`: exact numbers, implicit products
-   kept), with ``\\log`` read as ``\\ln`` when the other side writes ``\\ln`` and a function's argument
-   renamed (``f(y) = 2y`` is ``f(x) = 2x``).
+   for a bare ``70,110`` read as a list (a multiset from five groups on). Inequalities in one variable
+   (one, or several joined by ``or``/``and``/commas; a bound with no left side) equal an interval when
+   they describe the same set.
+5. Items are compared (:mod:`~ares_cli.grading.comparisons`) with math-verify
+   (:mod:`~ares_cli.grading.exact`: exact numbers, implicit products kept), with ``\\log`` read as
+   ``\\ln`` when the other side writes ``\\ln`` and a function's argument renamed (``f(y) = 2y`` is
+   ``f(x) = 2x``); a chain of equalities must state the gold in every value, a bound is not a value.
+
+Grading options (:mod:`~ares_cli.grading.options`, a benchmark's own conventions): ``any_of`` golds
+accept any of their alternatives; ``tolerance`` accepts a number within it of a decimal gold.
 
 *Undecided* is what the rules cannot read: prose, a relation against a value, renamed constants,
 ``\\cdots``/``cases``/several ``\\pm``, an unparseable side. :func:`math_grade` grades it incorrect;
@@ -25,50 +37,38 @@ Order of the rules (``docs/evaluation.md`` has the table of what each accepts an
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 from ares_cli.grading.answer_forms import (
-    Items,
     clock_minutes,
     equation_sides,
     equivalent_statements,
-    has_relation,
     is_prose,
     or_parts,
     plain_text,
     read_items,
     repair_escapes,
     strip_delimiters,
-    thousands_groups,
     tuple_parts,
 )
+from ares_cli.grading.answer_statements import is_letter, option_label, strip_answer_label
+from ares_cli.grading.comparisons import (  # noqa: F401 - compare_item, compare_items: old import paths
+    _UNTRUSTED,
+    UNDECIDED,
+    best,
+    compare_forms,
+    compare_item,
+    compare_items,
+    same_text,
+)
+from ares_cli.grading.final_answers import several_answers
 from ares_cli.grading.graders import CORRECT, INCORRECT, INVALID
+from ares_cli.grading.options import GradingOptions, gold_alternatives
 
 __all__ = ["RULES_VERSION", "UNDECIDED", "gold_self_grade", "math_grade", "math_triage_grade", "verdict"]
 
-UNDECIDED = "undecided"
-RULES_VERSION = "rules1"
-_UNTRUSTED = re.compile(r"\\(?:[cvl]?dots|begin\s*\{(?:cases|array)\})(?![A-Za-z])")
-_BARE_LOG = re.compile(r"\\log(?![A-Za-z_])")
+RULES_VERSION = "rules2"
 _NAME = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?|[A-Za-z]+\s*\(\s*[A-Za-z]\s*\))$")
-_ORDERED_GROUPS = 5
 _EMBEDDED_MATH = re.compile(r"\\[(\[]|\$")
-
-
-def _best(verdicts) -> str:
-    """The most favourable verdict of an iterable (stops at the first correct)."""
-    seen = INCORRECT
-    for v in verdicts:
-        if v == CORRECT:
-            return CORRECT
-        if v == UNDECIDED:
-            seen = UNDECIDED
-    return seen
-
-
-def _same_text(gold: str, answer: str) -> bool:
-    g, a = plain_text(gold), plain_text(answer)
-    return bool(g) and (g == a or (is_prose(g) and is_prose(a) and g.casefold() == a.casefold()))
 
 
 def _clock(gold: str, answer: str) -> str | None:
@@ -85,210 +85,6 @@ def _clock(gold: str, answer: str) -> str | None:
     if 60 <= unmarked < 13 * 60:  # 4:30 without am/pm: 4:30 a.m. or p.m.
         return UNDECIDED if gm % 720 == am % 720 else INCORRECT
     return CORRECT if gm == am else INCORRECT
-
-
-def _ln_for_log(gold: str, answer: str) -> tuple[str, str]:
-    """Bare ``\\log`` read as ``\\ln`` on one side when the other side writes ``\\ln``."""
-    if "\\ln" in answer and _BARE_LOG.search(gold) and "\\ln" not in gold:
-        gold = _BARE_LOG.sub(r"\\ln", gold)
-    elif "\\ln" in gold and _BARE_LOG.search(answer) and "\\ln" not in answer:
-        answer = _BARE_LOG.sub(r"\\ln", answer)
-    return gold, answer
-
-
-def _renamed_argument(gold, answer):
-    """``answer`` with its function argument renamed to the gold's (``f(y) = 2y`` → ``f(x) = 2x``); or None."""
-    from sympy import Eq, Symbol
-    from sympy.core.function import AppliedUndef
-
-    if not (isinstance(gold, Eq) and isinstance(answer, Eq)):
-        return None
-    g, a = gold.lhs, answer.lhs
-    if not (isinstance(g, AppliedUndef) and isinstance(a, AppliedUndef) and g.func == a.func):
-        return None
-    if len(g.args) != 1 or len(a.args) != 1 or not all(isinstance(x.args[0], Symbol) for x in (g, a)):
-        return None
-    old, new = a.args[0], g.args[0]
-    if old == new or new in answer.rhs.free_symbols:
-        return None
-    return answer.xreplace({old: new})
-
-
-def _kind(parsed) -> str:
-    from latex2sympy2_extended.logic import And
-    from sympy.core.relational import Relational
-
-    return "relation" if isinstance(parsed, (Relational, And)) else "value"
-
-
-def _undecided(gold: str, answer: str, g, a) -> bool:
-    """Whether the rules cannot tell ``gold`` and ``answer`` apart as different (module docstring)."""
-    if is_prose(gold) or is_prose(answer):
-        return True
-    if _kind(g) != _kind(a):
-        return True
-    try:
-        gs, as_ = g.free_symbols, a.free_symbols
-    except AttributeError:
-        return True
-    return bool(gs) and len(gs) == len(as_) and gs != as_
-
-
-def _relations_in_other_symbols(g, a) -> bool:
-    """Two relations over different symbols: never equal, and math-verify would ``solve`` them (slow)."""
-    try:
-        return _kind(g) == _kind(a) == "relation" and g.free_symbols != a.free_symbols
-    except AttributeError:
-        return False
-
-
-@lru_cache(maxsize=8192)
-def compare_item(gold: str, answer: str) -> str:
-    """One gold item against one answer item (rule 5)."""
-    from ares_cli.grading.exact import equal, parse_math
-
-    if _same_text(gold, answer):
-        return CORRECT
-    if _UNTRUSTED.search(gold) or _UNTRUSTED.search(answer):
-        return UNDECIDED
-    gold, answer = _ln_for_log(gold, answer)
-    g, a = parse_math(gold, answer), parse_math(answer, gold)
-    if not g or not a:
-        return UNDECIDED
-    renamed = _renamed_argument(g[0], a[0])
-    if renamed is not None and equal(g[:1], (renamed,)):
-        return CORRECT
-    if not _relations_in_other_symbols(g[0], a[0]) and equal(g, a):
-        return CORRECT
-    return UNDECIDED if _undecided(gold, answer, g[0], a[0]) else INCORRECT
-
-
-def _compare_in_order(golds, answers) -> str:
-    verdicts = [compare_item(g, a) for g, a in zip(golds, answers, strict=True)]
-    if all(v == CORRECT for v in verdicts):
-        return CORRECT
-    return INCORRECT if INCORRECT in verdicts else UNDECIDED
-
-
-def _compare_as_multiset(golds, answers) -> str:
-    left = list(answers)
-    rest = []
-    for g in golds:  # the same text first: no parsing
-        same = next((i for i, a in enumerate(left) if plain_text(a) == plain_text(g)), None)
-        if same is None:
-            rest.append(g)
-        else:
-            del left[same]
-    undecided = False
-    for g in rest:
-        for i, a in enumerate(left):
-            v = compare_item(g, a)
-            if v == CORRECT:
-                del left[i]
-                break
-            undecided |= v == UNDECIDED
-        else:
-            return UNDECIDED if undecided else INCORRECT
-    return CORRECT
-
-
-def _by_names(values: tuple[str, ...], names: tuple[str, ...], order: tuple[str, ...]) -> tuple[str, ...]:
-    position = dict(zip(names, values, strict=True))
-    return tuple(position[n] for n in order)
-
-
-def compare_items(gold: Items, answer: Items) -> str:
-    """Gold items against answer items (rule 4)."""
-    g, a = gold.items, answer.items
-    if answer.chain and len(g) == len(answer.chain) > 1:
-        return _compare_in_order(g, answer.chain)
-    if gold.chain and len(a) == len(gold.chain) > 1:
-        return _compare_in_order(gold.chain, a)
-    if gold.ordered and answer.ordered and gold.names and set(gold.names) == set(answer.names):
-        a = _by_names(a, answer.names, gold.names)
-    if len(g) == 1 and len(a) > 1 and (parts := tuple_parts(g[0])) and len(parts) == len(a):
-        return _compare_in_order(parts, a)
-    if len(a) == 1 and len(g) > 1 and (parts := tuple_parts(a[0])) and len(parts) == len(g):
-        return _compare_in_order(g, parts)
-    if len(g) == 1 and len(a) == 1:
-        verdict = compare_item(g[0], a[0])
-    elif len(g) != len(a):
-        verdict = INCORRECT
-    elif gold.ordered or answer.ordered:
-        verdict = _compare_in_order(g, a)
-    else:
-        verdict = _compare_as_multiset(g, a)
-    unread = gold.unread or answer.unread or any(is_prose(x) or has_relation(x) for x in g + a)
-    if verdict == INCORRECT and len(g) + len(a) > 2 and unread:
-        return UNDECIDED
-    return verdict
-
-
-def _readings(text: str) -> list[Items]:
-    """A text as items; a bare ``110,143,242`` both as the number and as the list (rule 4)."""
-    groups = thousands_groups(plain_text(text))
-    if groups is None:
-        return [read_items(text)]
-    return [Items(("".join(groups),)), Items(tuple(groups), ordered=len(groups) < _ORDERED_GROUPS)]
-
-
-def _inequalities_set(text: str, items: tuple[str, ...]):
-    """The set that two or more inequalities in one variable describe (``x < -2 or x > 3``), or None.
-
-    Joined by ``or`` they are a union, by ``and`` an intersection; joined by commas a union when they
-    are disjoint (``r > 3, r < 49/27``: "and" would be empty) and an intersection otherwise."""
-    from sympy import Intersection, Union
-    from sympy.core.relational import Relational
-
-    from ares_cli.grading.exact import parse_math
-
-    if len(items) < 2 or not all(has_relation(x) for x in items):
-        return None
-    relations = [next(iter(parse_math(x)), None) for x in items]
-    if not all(isinstance(r, Relational) and len(r.free_symbols) == 1 for r in relations):
-        return None
-    if len({r.free_symbols.pop() for r in relations}) != 1:
-        return None
-    sets = [r.as_set() for r in relations]
-    if len(or_parts(text)) > 1:
-        return Union(*sets)
-    disjoint = all(Intersection(a, b).is_empty for i, a in enumerate(sets) for b in sets[i + 1 :])
-    joined_by_and = re.search(r"(?<![A-Za-z])and(?![A-Za-z])", text) is not None
-    return Union(*sets) if disjoint and not joined_by_and else Intersection(*sets)
-
-
-def _interval_set(text: str):
-    """A union of intervals, or an interval with an infinite or closed end (not a point ``(a, b)``)."""
-    from sympy import Interval, Union
-
-    from ares_cli.grading.exact import parse_math
-
-    value = next(iter(parse_math(text)), None)
-    if isinstance(value, Union) or (
-        isinstance(value, Interval) and not (value.left_open and value.right_open and value.measure.is_finite)
-    ):
-        return value
-    return None
-
-
-def _inequalities_against_interval(gold: str, answer: str, g: Items, a: Items) -> str | None:
-    """Inequalities on one side against intervals on the other: equal as sets, or None if not that case."""
-    for relations_text, rel_items, other in ((gold, g.items, answer), (answer, a.items, gold)):
-        described = _inequalities_set(relations_text, rel_items)
-        if described is not None and (interval := _interval_set(other)) is not None:
-            return CORRECT if described.symmetric_difference(interval).is_empty else INCORRECT
-    return None
-
-
-def compare_forms(gold: str, answer: str) -> str:
-    """Every reading of the gold against every reading of the answer (rule 4)."""
-    answers = _readings(answer)
-    golds = _readings(gold)
-    if len(golds) == len(answers) == 1:
-        verdict = _inequalities_against_interval(gold, answer, golds[0], answers[0])
-        if verdict is not None:
-            return verdict
-    return _best(compare_items(g, a) for g in golds for a in answers)
 
 
 def _is_name(text: str) -> bool:
@@ -310,17 +106,63 @@ def gold_readings(gold: str) -> list[str]:
     return [gold]
 
 
-def verdict(gold: str, answer: str) -> str:
-    """``correct``, ``incorrect`` or ``undecided``: the rules of the module docstring, in order."""
-    gold, answer = strip_delimiters(repair_escapes(gold)), strip_delimiters(repair_escapes(answer))
-    if _same_text(gold, answer):
+def _several(gold: str, answers: list[str], tolerance: float | None) -> str:
+    """Several final answers against the gold (rule 1)."""
+    verdicts = [verdict(gold, a, tolerance=tolerance) for a in answers]
+    if all(v == CORRECT for v in verdicts):
         return CORRECT
+    together = INCORRECT
+    if len(read_items(gold).items) > 1:
+        together = verdict(gold, ", ".join(answers), tolerance=tolerance)
+        if together == CORRECT:
+            return CORRECT
+    if verdicts[-1] == CORRECT:
+        listed = read_items(answers[-1]).items
+        if all(any(compare_item(item, a) == CORRECT for item in listed) for a in answers[:-1]):
+            return CORRECT
+    if together == UNDECIDED or (INCORRECT not in verdicts and UNDECIDED in verdicts):
+        return UNDECIDED
+    return INCORRECT
+
+
+def _labelled(gold: str, answer: str) -> str | None:
+    """An option label on either side (rule 1): letters against letters, else values; None if neither."""
+    g, a = option_label(gold), option_label(answer)
+    if g is None and a is None:
+        return None
+    g_letter, a_letter = g[0] if g else is_letter(gold), a[0] if a else is_letter(answer)
+    if g_letter and a_letter:
+        return CORRECT if g_letter == a_letter else INCORRECT
+    g_value = g[1] if g else (None if g_letter else gold)
+    a_value = a[1] if a else (None if a_letter else answer)
+    return verdict(g_value, a_value) if g_value and a_value else None
+
+
+def verdict(gold: str, answer: str, *, tolerance: float | None = None) -> str:
+    """``correct``, ``incorrect`` or ``undecided``: the rules of the module docstring, in order
+    (``tolerance``: the benchmark's absolute tolerance for decimal golds)."""
+    gold, answer = strip_delimiters(repair_escapes(gold)), strip_delimiters(repair_escapes(answer))
+    if (golds := several_answers(gold)) is not None:  # a vote's representative: its answers as a list
+        gold = ", ".join(golds)
+    if (answers := several_answers(answer)) is not None:
+        return _several(gold, answers, tolerance)
+    answer = strip_answer_label(answer)
+    if same_text(gold, answer):
+        return CORRECT
+    labelled = _labelled(gold, answer)
+    if labelled is not None:
+        return labelled
     clock = _clock(gold, answer)
     if clock is not None:
         return clock
-    result = _best(compare_forms(g, answer) for g in gold_readings(gold))
+    result = best(compare_forms(g, answer) for g in gold_readings(gold))
     if result != CORRECT and is_prose(gold) and _EMBEDDED_MATH.search(gold):
-        return _best([result, _whole_text(gold, answer)])
+        result = best([result, _whole_text(gold, answer)])
+    if result != CORRECT and tolerance is not None:
+        from ares_cli.grading.exact import within_tolerance
+
+        if within_tolerance(gold, answer, tolerance):
+            return CORRECT
     return result
 
 
@@ -333,30 +175,39 @@ def _whole_text(gold: str, answer: str) -> str:
     return CORRECT if g and a and not _UNTRUSTED.search(gold + answer) and equal(g, a) else UNDECIDED
 
 
-def _check_gold(gold: str) -> None:
+def _check_gold(gold: str, options: GradingOptions | None = None) -> None:
     from ares_cli.grading.exact import parse_math
 
-    repaired = strip_delimiters(repair_escapes(gold))
-    if clock_minutes(repaired) is None and not parse_math(repaired):
-        raise ValueError(f"math: gold answer {gold!r} could not be parsed")
+    for alternative in gold_alternatives(gold, options):
+        repaired = strip_delimiters(repair_escapes(alternative))
+        if clock_minutes(repaired) is None and not parse_math(repaired):
+            raise ValueError(f"math: gold answer {alternative!r} could not be parsed")
 
 
-def math_grade(gold: str, answer: str) -> str:
+def graded(gold: str, answer: str, options: GradingOptions | None = None) -> str:
+    """:func:`verdict` with a benchmark's grading options: the best over the gold's alternatives."""
+    tolerance = options.tolerance if options is not None else None
+    return best(verdict(g, answer, tolerance=tolerance) for g in gold_alternatives(gold, options))
+
+
+def math_grade(gold: str, answer: str, options: GradingOptions | None = None) -> str:
     """The ``math`` grader: correct or incorrect (undecided is incorrect); an unreadable gold is an error."""
-    result = verdict(gold, answer)
+    result = graded(gold, answer, options)
     if result == UNDECIDED:
-        _check_gold(gold)
+        _check_gold(gold, options)
         return INCORRECT
     return result
 
 
-def math_triage_grade(gold: str, answer: str) -> str:
+def math_triage_grade(gold: str, answer: str, options: GradingOptions | None = None) -> str:
     """The rules of ``math+judge``: correct, incorrect, or ``invalid`` where the judge must decide."""
-    result = verdict(gold, answer)
+    result = graded(gold, answer, options)
     return INVALID if result == UNDECIDED else result
 
 
-def gold_self_grade(gold: str, answer: str) -> str:
+def gold_self_grade(gold: str, answer: str, options: GradingOptions | None = None) -> str:
     """``data check``: the gold must be readable and equal to its own boxed copy."""
-    _check_gold(gold)
-    return CORRECT if verdict(gold, answer) == CORRECT else INCORRECT
+    _check_gold(gold, options)
+    if same_text(gold, answer):
+        return CORRECT
+    return CORRECT if graded(gold, answer, options) == CORRECT else INCORRECT

@@ -10,13 +10,14 @@ grade string``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
 import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ares_cli import __version__
 from ares_cli.errors import UsageError
@@ -43,6 +44,9 @@ class GraderSpec:
     parser set-up) before a worker reports ready. ``extractor``: a ``module:function`` run in the parent as
     ``fn(gold, response) -> answer | None`` instead of the boxed-answer extraction (the choice grader reads
     the final option letter). ``with_options``: the gold handed over carries the record's ``meta.options``.
+    ``accepts``: the grading options (:mod:`ares_cli.grading.options`) the grader can apply;
+    ``options``: the canonical ``[key=value,...]`` of the options it was resolved with ("" for none),
+    also carried by ``target`` and ``extractor`` so that the workers apply them.
     """
 
     name: str
@@ -53,11 +57,42 @@ class GraderSpec:
     warmup: tuple[tuple[str, str], ...] = ()
     extractor: str | None = None
     with_options: bool = False
+    accepts: tuple[str, ...] = ()
+    options: str = ""
 
     @property
     def label(self) -> str:
-        """Provenance string stored with every grade, e.g. ``math_verify==0.9.0``."""
-        return f"{self.name}=={self.version}"
+        """Provenance string stored with every grade, e.g. ``math_verify==0.9.0`` (with options:
+        ``math_verify[tolerance=0.001]==0.9.0``)."""
+        return f"{self.name}{self.options}=={self.version}"
+
+    def retarget(self, name: str, target: str) -> GraderSpec:
+        """This grader under another name and function (the same options, applied to that function)."""
+        return replace(self, name=name, target=target + self.options)
+
+    def grading_options(self):
+        """The :class:`~ares_cli.grading.options.GradingOptions` this grader was resolved with (or None)."""
+        from ares_cli.grading.options import options_from_suffix
+
+        return options_from_suffix(self.options[1:-1]) if self.options else None
+
+    def with_options_of(self, options) -> GraderSpec:
+        """This grader resolved with ``options`` (a :class:`~ares_cli.grading.options.GradingOptions`);
+        UsageError for an option it does not accept."""
+        given = options.given()
+        refused = sorted(set(given) - set(self.accepts))
+        if refused:
+            takes = ", ".join(self.accepts) or "none"
+            raise UsageError(f"grader {self.name!r} takes no option {refused[0]!r} (its options: {takes})")
+        suffix = options.suffix()
+        if not suffix:
+            return self
+        return replace(
+            self,
+            target=self.target + suffix,
+            extractor=self.extractor + suffix if self.extractor else None,
+            options=suffix,
+        )
 
 
 def split_target(target: str) -> tuple[str, str]:
@@ -73,7 +108,9 @@ def _dotted_identifier(text: str) -> bool:
 
 
 def load_target(target: str) -> GraderFn:
-    """Import ``module:function`` and return the function, checked as the object that will be called.
+    """Import ``module:function`` and return the function, checked as the object that will be called;
+    ``module:function[options]`` (a resolved grader with options) returns it with the grading options
+    bound to its ``options`` parameter.
 
     The object must be a Python function defined in the named module under the named path (its
     ``__module__`` and ``__qualname__``), so an attribute path cannot walk out of the module it names
@@ -82,6 +119,8 @@ def load_target(target: str) -> GraderFn:
     Importing runs the module's code: callers decide first whether the path is trusted
     (:meth:`GraderRegistry.resolve`).
     """
+    if target.endswith("]") and "[" in target:
+        return _with_options(target)
     module_name, attr = split_target(target)
     if module_name.split(".")[0] in sys.stdlib_module_names:
         raise UsageError(f"grader {target!r}: {module_name!r} is a standard-library module, not a grader")
@@ -95,6 +134,19 @@ def load_target(target: str) -> GraderFn:
         obj = getattr(obj, part)
     _check_grader(target, module_name, attr, obj)
     return obj  # type: ignore[return-value]
+
+
+def _with_options(target: str) -> GraderFn:
+    from ares_cli.grading.options import split_ref
+
+    try:
+        base, options = split_ref(target)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    fn = load_target(base)
+    if "options" not in inspect.signature(fn).parameters:
+        raise UsageError(f"grader {base!r} takes no grading options")
+    return functools.partial(fn, options=options)
 
 
 def _check_grader(target: str, module_name: str, attr: str, fn: object) -> None:
@@ -137,8 +189,10 @@ def _target_of(fn: GraderFn) -> str:
 
 def builtin_specs() -> list[GraderSpec]:
     """The built-in graders: ``math_verify`` (alias ``math``: math-verify with the project's rules,
-    :mod:`ares_cli.grading.math_grader`), ``boxed_int``, ``choice`` and ``exact_match`` (short free-text
-    answers on the full response, :mod:`ares_cli.grading.text`)."""
+    :mod:`ares_cli.grading.math_grader`), ``boxed_int``, ``choice``, ``choice_or_math`` (per row: choice
+    where the record has options, else math, :mod:`ares_cli.grading.per_row`) and ``exact_match`` (short
+    free-text answers on the full response, :mod:`ares_cli.grading.text`)."""
+    math_warmup = (("1", "1"), (r"\frac{1}{2}", "0.5"), ("[1,2)", "[1, 2)"), ("x+1", "1+x"))
     return [
         GraderSpec(
             "math_verify",
@@ -146,7 +200,9 @@ def builtin_specs() -> list[GraderSpec]:
             f"{math_verify_version()}+{RULES_VERSION}",
             extract=True,
             preload=("math_verify",),
-            warmup=(("1", "1"), (r"\frac{1}{2}", "0.5"), ("[1,2)", "[1, 2)"), ("x+1", "1+x")),
+            warmup=math_warmup,
+            extractor="ares_cli.grading.final_answers:extract_final",
+            accepts=("answer_forms", "tolerance", "any_of"),
         ),
         GraderSpec("boxed_int", "ares_cli.grading.graders:boxed_int_grade", f"ares-{__version__}", True),
         GraderSpec(
@@ -156,13 +212,32 @@ def builtin_specs() -> list[GraderSpec]:
             extract=True,
             extractor="ares_cli.grading.choice:extract_for_gold",
             with_options=True,
+            accepts=("multi_select",),
         ),
-        GraderSpec("exact_match", "ares_cli.grading.text:exact_match_grade", f"ares-{__version__}"),
+        GraderSpec(
+            "choice_or_math",
+            "ares_cli.grading.per_row:choice_or_math_grade",
+            f"{math_verify_version()}+{RULES_VERSION}",
+            extract=True,
+            preload=("math_verify",),
+            warmup=math_warmup,
+            extractor="ares_cli.grading.per_row:extract_choice_or_math",
+            with_options=True,
+            accepts=("answer_forms", "tolerance", "any_of", "multi_select"),
+        ),
+        GraderSpec(
+            "exact_match",
+            "ares_cli.grading.text:exact_match_grade",
+            f"ares-{__version__}",
+            accepts=("answer_forms", "normalise", "any_of"),
+        ),
     ]
 
 
 ALIASES = {"math": "math_verify"}
-JUDGE_NAME = re.compile(r"^(?:(?P<rules>[A-Za-z_][\w.]*)\+)?judge(?::(?P<model>.+))?$")  # grading.judge
+JUDGE_NAME = re.compile(  # grading.judge
+    r"^(?:(?P<rules>[A-Za-z_][\w.]*(?:\[[^\[\]]*\])?)\+)?judge(?::(?P<model>.+))?$"
+)
 ENTRY_POINT_GROUP = "ares.graders"
 TRUST_FLAG = "--trust-grader-code"
 
@@ -205,14 +280,24 @@ class GraderRegistry:
         """
         if isinstance(grader, GraderSpec):
             return grader
-        grader = ALIASES.get(grader, grader)
-        if grader in self._specs:
-            return self._specs[grader]
         if JUDGE_NAME.match(grader):
             raise UsageError(
                 f"grader {grader!r} asks a judge model: it grades in ares eval and ares passrate "
                 "(ares_cli.grading.judged), not in grading workers"
             )
+        from ares_cli.grading.options import split_ref
+
+        try:
+            name, options = split_ref(grader)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        spec = self._resolve_name(name, trust_code)
+        return spec if options is None else spec.with_options_of(options)
+
+    def _resolve_name(self, grader: str, trust_code: bool) -> GraderSpec:
+        grader = ALIASES.get(grader, grader)
+        if grader in self._specs:
+            return self._specs[grader]
         installed = installed_graders()
         if grader in installed:
             return self._add(_entry_point_spec(grader, installed[grader]))
@@ -257,11 +342,28 @@ def _entry_point_spec(name: str, value: str) -> GraderSpec:
 def is_registered(name: str, registry: GraderRegistry | None = None) -> bool:
     """Whether ``name`` is a grader name (built-in, alias, judge, or installed entry point), without
     importing anything: what a dataset manifest or a stored artifact may name."""
-    name = ALIASES.get(name, name)
     judged = JUDGE_NAME.match(name)  # judge, judge:MODEL (a model, not code), RULES+judge
     if judged:
         return judged["rules"] is None or is_registered(judged["rules"], registry)
-    return name in (registry or default_registry()) or name in installed_graders()
+    from ares_cli.grading.options import split_ref
+
+    try:
+        base, options = split_ref(name)
+    except ValueError:
+        return False
+    base = ALIASES.get(base, base)
+    registry = registry or default_registry()
+    if base not in registry and base not in installed_graders():
+        return False
+    if options is None:
+        return True
+    if base not in registry:  # an entry point takes no grading options
+        return False
+    try:
+        registry.resolve(base).with_options_of(options)
+    except UsageError:
+        return False
+    return True
 
 
 def default_registry() -> GraderRegistry:
