@@ -13,6 +13,8 @@ Schema (unknown keys are errors)::
     source_label: math500           # the records' ``source`` (default: name)
     difficulty_field: level         # optional column copied to meta.difficulty
     grader: math                    # a registered name: math (default) | choice | boxed_int | entry point
+    grading: {answer_forms: [boxed, answer_line], tolerance: 0.001}  # optional: the benchmark's grading
+                                    # options (ares_cli.grading.options), applied by the grader above
     subset: {problem_version: Vision Only}   # optional: keep only rows whose columns equal these values
     aggregate: {kind: worst_case, group: qid}  # optional benchmark score (ares_cli.scoring.aggregations)
 
@@ -36,7 +38,7 @@ ENV_VAR = "ARES_MANIFESTS"
 PACKAGE_PREFIX = "package:"
 _TOP_KEYS = {
     "name", "description", "source", "field_map", "licence", "license", "expected_rows", "source_label",
-    "difficulty_field", "homepage", "citation", "notes", "grader", "subset", "aggregate",
+    "difficulty_field", "homepage", "citation", "notes", "grader", "subset", "aggregate", "grading",
 }  # fmt: skip
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -74,6 +76,7 @@ class Manifest:
     grader: str | None = None
     subset: dict[str, Any] | None = None
     aggregate: dict[str, Any] | None = None
+    grading: dict[str, Any] | None = None  # validated grading options (ares_cli.grading.options)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain mapping for summaries and provenance."""
@@ -87,7 +90,7 @@ class Manifest:
             "name": self.name, "description": self.description, "source": source, "licence": self.licence,
             "field_map": self.field_map.to_dict(), "expected_rows": self.expected_rows,
             "source_label": self.source_label, "path": str(self.path), "grader": self.grader,
-            "subset": self.subset, "aggregate": self.aggregate,
+            "subset": self.subset, "aggregate": self.aggregate, "grading": self.grading,
         }  # fmt: skip
 
 
@@ -200,6 +203,11 @@ def parse_manifest(path: str | Path) -> Manifest:
         message = _grader_problem(grader)
         if message:
             err("grader", message)
+    grading = doc.get("grading")
+    if grading is not None:
+        message = _grading_problem(grading, grader)
+        if message:
+            err("grading", message)
     subset = doc.get("subset")
     if subset is not None and (not isinstance(subset, dict) or not subset):
         err("subset", "must be a non-empty mapping of column: value")
@@ -216,7 +224,7 @@ def parse_manifest(path: str | Path) -> Manifest:
     return Manifest(
         name=name, description=description, source=source, field_map=fmap, licence=licence,
         expected_rows=expected, source_label=label, path=path, grader=grader, subset=subset,
-        aggregate=aggregate,
+        aggregate=aggregate, grading=grading,
     )  # fmt: skip
 
 
@@ -236,6 +244,26 @@ def _grader_problem(grader: Any) -> str | None:
         f"'{ENTRY_POINT_GROUP}' entry point, never a module path (it would run code); a custom grader is "
         f"given on the command line (--grader module:function {TRUST_FLAG})"
     )
+
+
+def _grading_problem(grading: Any, grader: Any) -> str | None:
+    """Why ``grading`` cannot be the grading options of a manifest whose grader is ``grader``, or None."""
+    from ares_cli.errors import UsageError
+    from ares_cli.grading.options import options_from_mapping
+    from ares_cli.grading.registry import resolve_grader
+
+    try:
+        options = options_from_mapping(grading)
+    except ValueError as exc:
+        return str(exc)
+    name = grader if isinstance(grader, str) and grader.strip() else "math_verify"
+    if "[" in name:
+        return f"give the grading options here or in grader {name!r}, not both"
+    try:
+        resolve_grader(name).with_options_of(options)
+    except UsageError as exc:
+        return str(exc)
+    return None
 
 
 def _string(doc: dict, key: str, err) -> str | None:

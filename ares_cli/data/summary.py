@@ -85,11 +85,12 @@ def check_source(
     from ares_cli.data.gold_check import gold_warnings
     from ares_cli.data.images import inspect_images
     from ares_cli.data.records import raise_errors
+    from ares_cli.grading.options import grader_for
 
     loaded = load_problems(source, limit=limit, field_map=field_map)
     image_summary, errors = inspect_images(loaded.records, loaded.locations)
     raise_errors(errors)
-    grader = grader or (loaded.manifest and loaded.manifest.grader) or "math_verify"
+    grader = grader_for(grader, loaded.manifest)
     warnings = gold_warnings(
         loaded.records, loaded.locations, grader=grader, self_grade=self_grade, trust_code=trust_grader_code
     )

@@ -274,5 +274,3 @@ def compare_forms(gold: str, answer: str) -> str:
         if verdict is not None:
             return verdict
     return best(compare_items(g, a) for g in golds for a in answers)
-
-

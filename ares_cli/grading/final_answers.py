@@ -27,7 +27,14 @@ import re
 from ares_cli.grading.answer_forms import plain_text, strip_delimiters
 from ares_cli.grading.extract import boxed_groups, boxed_spans
 
-__all__ = ["answer_lines", "answer_phrase", "extract_final", "final_answers", "join_answers", "several_answers"]
+__all__ = [
+    "answer_lines",
+    "answer_phrase",
+    "extract_final",
+    "final_answers",
+    "join_answers",
+    "several_answers",
+]
 
 DEFAULT_FORMS = ("boxed",)
 _ANSWER_LINE = re.compile(

@@ -32,13 +32,13 @@ from typing import Any
 
 __all__ = [
     "ANSWER_FORMS", "NORMALISATIONS", "OPTION_KEYS", "GradingOptions", "benchmark_grader", "gold_alternatives",
-    "join_ref", "options_from_mapping", "options_from_suffix", "split_ref",
+    "grader_for", "join_ref", "options_from_mapping", "options_from_suffix", "split_ref",
 ]  # fmt: skip
 
 ANSWER_FORMS = ("boxed", "answer_line", "answer_phrase")
 NORMALISATIONS = ("bbeh",)
 _MAX_TOLERANCE = 1.0
-_REF = re.compile(r"^(?P<name>[^\[\]]+?)(?:\[(?P<options>[^\[\]]*)\])?$")
+_REF = re.compile(r"^(?P<name>[^\[\]\s]+?)(?:\[(?P<options>[^\[\]]*)\])?$")
 _VALUE = re.compile(r"^[A-Za-z0-9_.+-]+$")
 
 
@@ -85,7 +85,9 @@ def _check(key: str, value: Any) -> Any:
     if key == "answer_forms":
         items = value if isinstance(value, (list, tuple)) else None
         if not items or not all(isinstance(x, str) for x in items):
-            raise ValueError(f"answer_forms: expected a non-empty list of {', '.join(ANSWER_FORMS)}, got {value!r}")
+            raise ValueError(
+                f"answer_forms: expected a non-empty list of {', '.join(ANSWER_FORMS)}, got {value!r}"
+            )
         unknown = [x for x in items if x not in ANSWER_FORMS]
         if unknown:
             raise ValueError(f"answer_forms: unknown form {unknown[0]!r} (known: {', '.join(ANSWER_FORMS)})")
@@ -100,7 +102,9 @@ def _check(key: str, value: Any) -> Any:
         return float(value)
     if key == "normalise":
         if value not in NORMALISATIONS:
-            raise ValueError(f"normalise: unknown normalisation {value!r} (known: {', '.join(NORMALISATIONS)})")
+            raise ValueError(
+                f"normalise: unknown normalisation {value!r} (known: {', '.join(NORMALISATIONS)})"
+            )
         return value
     if key in ("any_of", "multi_select"):
         if not isinstance(value, bool):
@@ -112,7 +116,9 @@ def _check(key: str, value: Any) -> Any:
 def options_from_mapping(mapping: Any) -> GradingOptions:
     """Options from a manifest's ``grading:`` mapping; ValueError naming the first bad key or value."""
     if not isinstance(mapping, dict) or not mapping:
-        raise ValueError(f"expected a non-empty mapping of grading options ({', '.join(OPTION_KEYS)}), got {mapping!r}")
+        raise ValueError(
+            f"expected a non-empty mapping of grading options ({', '.join(OPTION_KEYS)}), got {mapping!r}"
+        )
     return GradingOptions(**{str(k): _check(str(k), v) for k, v in mapping.items()})
 
 
@@ -149,9 +155,11 @@ def split_ref(ref: str) -> tuple[str, GradingOptions | None]:
     """``"math[tolerance=0.001]"`` → ``("math", GradingOptions(tolerance=0.001))``; no brackets → (ref, None).
 
     ValueError when the brackets do not close or an option is bad."""
-    m = _REF.match(ref.strip())
+    if "[" not in ref and "]" not in ref:
+        return ref, None
+    m = _REF.match(ref)
     if m is None:
-        raise ValueError(f"grader {ref!r}: options go in one [key=value,...] after the name")
+        raise ValueError(f"grader {ref!r} is not a grader name with optional [key=value,...] after it")
     if m.group("options") is None:
         return m.group("name"), None
     return m.group("name"), options_from_suffix(m.group("options"))
@@ -185,6 +193,14 @@ def benchmark_grader(grader: str | None, declared: str | None, options: GradingO
         return grader
     ref = join_ref(rules, options)
     return grader.replace(rules, ref, 1) if judged else ref
+
+
+def grader_for(grader: str | None, manifest) -> str:
+    """:func:`benchmark_grader` for a loaded dataset's manifest (None for a plain file): what every stage
+    grades a dataset with."""
+    declared = getattr(manifest, "grader", None)
+    grading = getattr(manifest, "grading", None)
+    return benchmark_grader(grader, declared, options_from_mapping(grading) if grading else None)
 
 
 def gold_alternatives(gold: str, options: GradingOptions | None) -> list[str]:

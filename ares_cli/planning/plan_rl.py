@@ -37,6 +37,20 @@ def describe_shape(s) -> str:
             f"context {s.context}")  # fmt: skip
 
 
+def _pool_for(checks: Checklist, pool, grading, pools: list):
+    """``pool``, or a new one when the stage resolved the grader further (the training data's manifest
+    declares grading options): the golds are checked as the trainer grades them."""
+    from ares_cli.grading.registry import resolve_grader
+
+    if resolve_grader(grading.grader, trust_code=grading.trust_grader_code).label == pool.grader:
+        return pool
+    fresh = data_checks.gold_pool(
+        checks, grading.grader, workers=grading.workers, timeout_s=grading.timeout_s
+    )
+    pools.append(fresh)
+    return fresh
+
+
 def plan_rl(prepare, target: Target) -> PlanReport:
     """The plan of ``ares rl``: ``prepare(**options)`` is the command's own preparation with its arguments
     bound (:func:`ares_cli.commands.rl.prepare`); it runs with a collecting checklist, for ``target``'s ranks."""
@@ -52,14 +66,14 @@ def plan_rl(prepare, target: Target) -> PlanReport:
                            on_config=start_grader)  # fmt: skip
         shape = model_checks(checks, prepared.model_path, prepared.tokenizer)
         pool = pools[0] if pools else None
+        if pool is not None and prepared.cfg is not None:  # with the data manifest's grading options
+            pool = _pool_for(checks, pool, prepared.cfg.grading, pools)
         for label, loaded in (("data", prepared.train), ("val data", prepared.val)):
             if loaded is None:
                 continue
             data_checks.check_images(checks, f"images ({label})", loaded.records, loaded.locations)
-            if pool is not None:  # the trainer grades against the answer itself
-                data_checks.check_golds(
-                    checks, f"gold answers ({label})", loaded, pool, lambda p: str(p["answer"])
-                )
+            if pool is not None:  # the trainer grades against the pool's gold (with a choice's options)
+                data_checks.check_golds(checks, f"gold answers ({label})", loaded, pool)
     finally:
         for pool in pools:
             if pool is not None:

@@ -35,7 +35,8 @@ def plan_passrate(opts, args: dict, target: Target, *, resolve_config) -> PlanRe
         return report
     prepared = prepare_passrate(ArtifactStore(opts.artifacts_root), model=args["model"], data=args["data"],
                                 cfg=cfg, checks=checks, hash_inputs=False)  # fmt: skip
-    datasets = [("data", prepared.loaded, cfg.grader)] if prepared.loaded is not None else []
+    grader = (prepared.cfg or cfg).grader  # with the data manifest's grading options
+    datasets = [("data", prepared.loaded, grader)] if prepared.loaded is not None else []
     _sampling_report(report, checks, prepared.cfg, prepared.model_path, datasets, target,
                      samples=len(prepared.problems or ()) * cfg.k)  # fmt: skip
     return report

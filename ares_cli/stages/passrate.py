@@ -150,6 +150,12 @@ def prepare_passrate(
     out.loaded = checks.run(
         "data", lambda: load_problems(data, limit=cfg.limit), lambda d: f"{len(d)} problems"
     )
+    if out.loaded is not None:  # the data's manifest may declare how its benchmark is graded
+        from dataclasses import replace
+
+        from ares_cli.grading.options import grader_for
+
+        cfg = out.cfg = replace(cfg, grader=grader_for(cfg.grader, out.loaded.manifest))
     shard = checks.run("shard", lambda: parse_shard(cfg.shard))
     if out.loaded is not None and hash_inputs:
         out.inputs.append(dataset_ref(out.loaded.records, out.loaded.provenance))

@@ -57,6 +57,7 @@ def prepare_eval(
 ) -> PreparedEval:  # fmt: skip
     """Run the eval stage's checks (``checks``: strict unless ``ares plan eval`` collects)."""
     from ares_cli.data.loader import load_problems
+    from ares_cli.grading.options import grader_for
     from ares_cli.models import check_image_support
     from ares_cli.stages.budget import with_budget
     from ares_cli.stages.checklist import Checklist
@@ -99,7 +100,7 @@ def prepare_eval(
     for plan in benches:
         loaded = out.loaded.get(plan["name"])
         manifest = loaded.manifest if loaded is not None else None
-        plan["grader"] = cfg.grader or plan.get("grader") or (manifest and manifest.grader) or "math_verify"
+        plan["grader"] = grader_for(cfg.grader or plan.get("grader"), manifest)
         plan.setdefault("aggregate", manifest.aggregate if manifest else None)
         if loaded is None:
             continue
@@ -260,17 +261,18 @@ def check_golds(
     from ares_cli.grading import resolve_grader
     from ares_cli.grading.judge import parse_judge_grader
 
-    if parse_judge_grader(grader) or not resolve_grader(grader, trust_code=trust_code).with_options:
+    spec = None if parse_judge_grader(grader) else resolve_grader(grader, trust_code=trust_code)
+    if spec is None or not spec.with_options:
         return
     from ares_cli.errors import InputErrors
-    from ares_cli.grading.choice import choice_gold, gold_letter, parse_options
+    from ares_cli.grading.choice import gold_problem
 
+    per_row, grading = spec.name == "choice_or_math", spec.grading_options()
     errors = []
     for i, p in enumerate(problems):
         file, row = locations[i] if locations is not None else (source, None)
-        try:
-            gold_letter(choice_gold(p["answer"], parse_options((p.get("meta") or {}).get("options"))))
-        except ValueError as exc:
-            errors.append(InputError(f"problem {p['id']}: {exc}", file=file, row=row, field="answer"))
+        options = (p.get("meta") or {}).get("options")
+        if (problem := gold_problem(p["answer"], options, per_row=per_row, grading=grading)) is not None:
+            errors.append(InputError(f"problem {p['id']}: {problem}", file=file, row=row, field="answer"))
     if errors:
         raise InputErrors(errors)

@@ -261,13 +261,14 @@ def prepare_suite(suite: Suite, cfg) -> None:
     reported together, naming the suite file and the benchmark (exit 3)."""
     from ares_cli.data.loader import load_problems
     from ares_cli.errors import AresError
+    from ares_cli.grading.options import grader_for
     from ares_cli.stages.prepare_eval import check_golds
 
     errors: list[InputError] = []
     for i, b in enumerate(suite.benches):
         try:
             loaded = load_problems(b.bench, limit=cfg.limit)
-            grader = cfg.grader or (loaded.manifest and loaded.manifest.grader) or "math_verify"
+            grader = grader_for(cfg.grader, loaded.manifest)
             check_golds(loaded.records, grader, b.bench, cfg.trust_grader_code, loaded.locations)
         except InputErrors as exc:
             errors += [InputError(f"benches[{i}] ({b.bench}): {e}", file=suite.path) for e in exc.errors]

@@ -103,6 +103,7 @@ def branch_groups(
     the [rows, T] token entropies of their responses in group order with ``mask``: a (tensor, tensor))."""
     from ares_cli.algorithms.aepo import batch_threshold, full_window_starts, window_entropy
     from ares_cli.generation import SamplingParams, seed_for
+    from ares_cli.training.rl.rollout import gold_of
 
     b, budget = cfg.rollout.branching, cfg.rollout.max_new_tokens
     ent, mask = entropies
@@ -142,7 +143,7 @@ def branch_groups(
         finish.append(reason)
     texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in full]
     grades = pool.grade(
-        [(problems[k]["answer"], text) for (k, _i, _t), text in zip(where, texts, strict=True)]
+        [(gold_of(pool, problems[k]), text) for (k, _i, _t), text in zip(where, texts, strict=True)]
     )
     for (k, i, t), ids, reason, grade in zip(where, full, finish, grades, strict=True):
         g = groups[k]

@@ -149,6 +149,13 @@ def prepare_rl(
             cfg, out.model_path, model_context(out.model_path)), lambda b: b.describe())  # fmt: skip
     limit = cfg.data_limit if cfg is not None else None
     out.train = checks.run("data", lambda: load_problems(data, limit=limit), lambda d: f"{len(d)} problems")
+    if cfg is not None and out.train is not None:  # the training data's manifest: how it is graded
+        from dataclasses import replace
+
+        from ares_cli.grading.options import grader_for
+
+        grader = grader_for(cfg.grading.grader, out.train.manifest)
+        cfg = out.cfg = replace(cfg, grading=replace(cfg.grading, grader=grader))
     if val_data:
         val_limit = cfg.val.limit if cfg is not None else None
         out.val = checks.run("val data", lambda: load_problems(val_data, limit=val_limit),

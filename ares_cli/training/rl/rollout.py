@@ -102,7 +102,7 @@ def generate_groups(
                        key=p["id"], processor=processor)
         for index, p in draws
     ]  # fmt: skip
-    completions, grades = generate_and_grade(backend, requests, sampling, [p["answer"] for _, p in draws], pool,
+    completions, grades = generate_and_grade(backend, requests, sampling, [gold_of(pool, p) for _, p in draws], pool,
                                              overlap=cfg.grading.overlap)  # fmt: skip
     groups, g = [], 0
     for (index, p), req, comps in zip(draws, requests, completions, strict=True):
@@ -123,6 +123,11 @@ def generate_groups(
         branch_groups(groups, [p for _, p in draws], entropy_fn(groups), backend=backend, tokenizer=tokenizer,
                       cfg=cfg, seed=seed, pool=pool, world=world)  # fmt: skip
     return groups
+
+
+def gold_of(pool, problem: dict[str, Any]) -> str:
+    """The gold string ``pool`` grades ``problem`` against (with a choice grader's options), or the answer."""
+    return pool.gold_for(problem) if hasattr(pool, "gold_for") else str(problem["answer"])
 
 
 def generate_and_grade(
@@ -181,7 +186,7 @@ def validate_accuracy(
     )
     requests = [prompt_request(tokenizer, p, r, [seed_for(cfg.seed, f"val:{p['id']}", i) for i in range(v.k)],
                                key=p["id"], processor=processor) for p in mine]  # fmt: skip
-    completions, grades = generate_and_grade(backend, requests, sampling, [p["answer"] for p in mine], pool,
+    completions, grades = generate_and_grade(backend, requests, sampling, [gold_of(pool, p) for p in mine], pool,
                                              overlap=cfg.grading.overlap)  # fmt: skip
     flat = [(p, c) for p, comps in zip(mine, completions, strict=True) for c in comps]
     solved, i = 0, 0

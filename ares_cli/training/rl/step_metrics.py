@@ -47,6 +47,9 @@ class TimedPool:
     def grades_in_background(self) -> bool:
         return getattr(self.pool, "grades_in_background", False)
 
+    def gold_for(self, problem):
+        return self.pool.gold_for(problem)
+
     def submit(self, items):
         """Grade in the pool's background thread (overlapped with generation: charged to no phase)."""
         return self.pool.submit(items)
