@@ -85,7 +85,7 @@ def check_source(
     from ares_cli.data.gold_check import gold_warnings
     from ares_cli.data.images import inspect_images
     from ares_cli.data.records import raise_errors
-    from ares_cli.grading.options import grader_for
+    from ares_cli.grading.declared import grader_for
 
     loaded = load_problems(source, limit=limit, field_map=field_map)
     image_summary, errors = inspect_images(loaded.records, loaded.locations)

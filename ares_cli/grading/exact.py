@@ -217,10 +217,11 @@ def equal(gold: tuple, answer: tuple) -> bool:
 _DECIMAL = re.compile(r"^[+-]?\d+\.\d+$")
 
 
-def within_tolerance(gold: str, answer: str, tolerance: float) -> bool:
+def within_tolerance(gold: str, answer: str, tolerance: float | None, round_to_gold: bool = False) -> bool:
     """Whether ``answer`` is a real number within ``tolerance`` of a gold written as a decimal number
-    (a benchmark's declared absolute tolerance: DynaMath's ``|answer - gold| <= 0.001``); False for any
-    other gold (integers, expressions, lists) and for an answer that is not one number."""
+    (a benchmark's declared absolute tolerance: DynaMath's ``|answer - gold| <= 0.001``), or, with
+    ``round_to_gold``, one that rounds (half up) to the gold at its number of decimals (MathVista's scorer);
+    False for any other gold (integers, expressions, lists) and for an answer that is not one number."""
     from sympy import Eq, N, Rational, Symbol
 
     from ares_cli.grading.answer_forms import plain_text, read_items
@@ -236,9 +237,14 @@ def within_tolerance(gold: str, answer: str, tolerance: float) -> bool:
     try:
         if _percent(value) is not None or value.free_symbols:
             return False
-        number = N(_exact(value), 30)
+        number = _exact(value)
+        number = number if number.is_Rational else N(number, 50)  # a decimal is the exact number it writes
         if not (number.is_real and number.is_comparable):
             return False
-        return bool(abs(number - Rational(plain_text(gold))) <= Rational(repr(tolerance)))
+        gold_value = Rational(plain_text(gold))
+        if tolerance is not None and abs(number - gold_value) <= Rational(repr(tolerance)):
+            return True
+        half = Rational(1, 2 * 10 ** len(plain_text(gold).split(".")[1]))
+        return bool(round_to_gold and -half <= number - gold_value < half)  # rounds half up to the gold
     except (TypeError, ValueError, AttributeError):
         return False

@@ -27,7 +27,8 @@ Order of the rules (``docs/evaluation.md`` has the table of what each accepts an
    ``f(x) = 2x``); a chain of equalities must state the gold in every value, a bound is not a value.
 
 Grading options (:mod:`~ares_cli.grading.options`, a benchmark's own conventions): ``any_of`` golds
-accept any of their alternatives; ``tolerance`` accepts a number within it of a decimal gold.
+accept any of their alternatives; ``tolerance`` accepts a number within it of a decimal gold,
+``round_to_gold`` one that rounds to it.
 
 *Undecided* is what the rules cannot read: prose, a relation against a value, renamed constants,
 ``\\cdots``/``cases``/several ``\\pm``, an unparseable side. :func:`math_grade` grades it incorrect;
@@ -106,14 +107,14 @@ def gold_readings(gold: str) -> list[str]:
     return [gold]
 
 
-def _several(gold: str, answers: list[str], tolerance: float | None) -> str:
+def _several(gold: str, answers: list[str], near: dict) -> str:
     """Several final answers against the gold (rule 1)."""
-    verdicts = [verdict(gold, a, tolerance=tolerance) for a in answers]
+    verdicts = [verdict(gold, a, **near) for a in answers]
     if all(v == CORRECT for v in verdicts):
         return CORRECT
     together = INCORRECT
     if len(read_items(gold).items) > 1:
-        together = verdict(gold, ", ".join(answers), tolerance=tolerance)
+        together = verdict(gold, ", ".join(answers), **near)
         if together == CORRECT:
             return CORRECT
     if verdicts[-1] == CORRECT:
@@ -138,14 +139,14 @@ def _labelled(gold: str, answer: str) -> str | None:
     return verdict(g_value, a_value) if g_value and a_value else None
 
 
-def verdict(gold: str, answer: str, *, tolerance: float | None = None) -> str:
+def verdict(gold: str, answer: str, *, tolerance: float | None = None, round_to_gold: bool = False) -> str:
     """``correct``, ``incorrect`` or ``undecided``: the rules of the module docstring, in order
-    (``tolerance``: the benchmark's absolute tolerance for decimal golds)."""
+    (``tolerance``, ``round_to_gold``: the benchmark's closeness for decimal golds)."""
     gold, answer = strip_delimiters(repair_escapes(gold)), strip_delimiters(repair_escapes(answer))
     if (golds := several_answers(gold)) is not None:  # a vote's representative: its answers as a list
         gold = ", ".join(golds)
     if (answers := several_answers(answer)) is not None:
-        return _several(gold, answers, tolerance)
+        return _several(gold, answers, {"tolerance": tolerance, "round_to_gold": round_to_gold})
     answer = strip_answer_label(answer)
     if same_text(gold, answer):
         return CORRECT
@@ -158,10 +159,10 @@ def verdict(gold: str, answer: str, *, tolerance: float | None = None) -> str:
     result = best(compare_forms(g, answer) for g in gold_readings(gold))
     if result != CORRECT and is_prose(gold) and _EMBEDDED_MATH.search(gold):
         result = best([result, _whole_text(gold, answer)])
-    if result != CORRECT and tolerance is not None:
+    if result != CORRECT and (tolerance is not None or round_to_gold):
         from ares_cli.grading.exact import within_tolerance
 
-        if within_tolerance(gold, answer, tolerance):
+        if within_tolerance(gold, answer, tolerance, round_to_gold):
             return CORRECT
     return result
 
@@ -186,8 +187,8 @@ def _check_gold(gold: str, options: GradingOptions | None = None) -> None:
 
 def graded(gold: str, answer: str, options: GradingOptions | None = None) -> str:
     """:func:`verdict` with a benchmark's grading options: the best over the gold's alternatives."""
-    tolerance = options.tolerance if options is not None else None
-    return best(verdict(g, answer, tolerance=tolerance) for g in gold_alternatives(gold, options))
+    near = {"tolerance": options.tolerance, "round_to_gold": options.round_to_gold} if options else {}
+    return best(verdict(g, answer, **near) for g in gold_alternatives(gold, options))
 
 
 def math_grade(gold: str, answer: str, options: GradingOptions | None = None) -> str:

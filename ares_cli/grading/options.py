@@ -13,6 +13,8 @@ label (``name[options]==version``) and with it every cache and artifact key chan
   Default: the grader's own (``boxed`` for math).
 - ``tolerance``: an absolute tolerance for golds written as decimal numbers (DynaMath's scorer accepts
   ``|answer - gold| <= 0.001``); exact comparison everywhere else.
+- ``round_to_gold``: a number is also correct when rounded to a decimal gold's number of decimal places
+  it is the gold (MathVista's scorer rounds the answer to the gold's precision: 1.449 for 1.45).
 - ``normalise``: a benchmark's own text normalisation for ``exact_match``: ``bbeh`` (BBEH's fuzzy match).
 - ``any_of``: a gold written as a list of quoted alternatives (``['1.5', '3/2']``) accepts any of them.
 - ``multi_select``: a choice gold may name several letters (``A, C``); the response must name exactly
@@ -31,8 +33,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 __all__ = [
-    "ANSWER_FORMS", "NORMALISATIONS", "OPTION_KEYS", "GradingOptions", "benchmark_grader", "gold_alternatives",
-    "grader_for", "join_ref", "options_from_mapping", "options_from_suffix", "split_ref",
+    "ANSWER_FORMS", "NORMALISATIONS", "OPTION_KEYS", "GradingOptions", "gold_alternatives", "join_ref",
+    "options_from_mapping", "options_from_suffix", "split_ref",
 ]  # fmt: skip
 
 ANSWER_FORMS = ("boxed", "answer_line", "answer_phrase")
@@ -49,6 +51,7 @@ class GradingOptions:
     answer_forms: tuple[str, ...] | None = None
     tolerance: float | None = None
     normalise: str | None = None
+    round_to_gold: bool = False
     any_of: bool = False
     multi_select: bool = False
 
@@ -106,7 +109,7 @@ def _check(key: str, value: Any) -> Any:
                 f"normalise: unknown normalisation {value!r} (known: {', '.join(NORMALISATIONS)})"
             )
         return value
-    if key in ("any_of", "multi_select"):
+    if key in ("any_of", "multi_select", "round_to_gold"):
         if not isinstance(value, bool):
             raise ValueError(f"{key}: expected true or false, got {value!r}")
         return value
@@ -132,7 +135,7 @@ def _parse_value(key: str, text: str) -> Any:
             return float(text)
         except ValueError:
             raise ValueError(f"tolerance: expected a number, got {text!r}") from None
-    if key in ("any_of", "multi_select"):
+    if key in ("any_of", "multi_select", "round_to_gold"):
         return {"true": True, "false": False}.get(text, text)
     return text
 
@@ -168,39 +171,6 @@ def split_ref(ref: str) -> tuple[str, GradingOptions | None]:
 def join_ref(name: str, options: GradingOptions | None) -> str:
     """The canonical reference of a grader name with options."""
     return name + (options.suffix() if options is not None else "")
-
-
-def benchmark_grader(grader: str | None, declared: str | None, options: GradingOptions | None) -> str:
-    """The grader a benchmark is graded with: ``grader`` (the run's ``--grader``, None when not given), else
-    the manifest's ``declared`` one (default ``math_verify``), with the manifest's grading ``options``.
-
-    A benchmark's options are its conventions, so they also go with a ``--grader`` of the same grader as
-    the manifest's (``math`` for a manifest's ``math_verify``, and the rules of ``math+judge``), unless that
-    ``--grader`` gives options of its own; a different grader gets none of them."""
-    from ares_cli.grading.registry import ALIASES, JUDGE_NAME
-
-    declared = declared or "math_verify"
-    if grader is None:
-        return join_ref(declared, options) if options is not None and "[" not in declared else declared
-    if options is None:
-        return grader
-    judged = JUDGE_NAME.match(grader)
-    rules = judged["rules"] if judged else grader
-    if rules is None or "[" in rules or ":" in rules:
-        return grader
-    base, _ = split_ref(declared)
-    if ALIASES.get(rules, rules) != ALIASES.get(base, base):
-        return grader
-    ref = join_ref(rules, options)
-    return grader.replace(rules, ref, 1) if judged else ref
-
-
-def grader_for(grader: str | None, manifest) -> str:
-    """:func:`benchmark_grader` for a loaded dataset's manifest (None for a plain file): what every stage
-    grades a dataset with."""
-    declared = getattr(manifest, "grader", None)
-    grading = getattr(manifest, "grading", None)
-    return benchmark_grader(grader, declared, options_from_mapping(grading) if grading else None)
 
 
 def gold_alternatives(gold: str, options: GradingOptions | None) -> list[str]:

@@ -202,7 +202,7 @@ def builtin_specs() -> list[GraderSpec]:
             preload=("math_verify",),
             warmup=math_warmup,
             extractor="ares_cli.grading.final_answers:extract_final",
-            accepts=("answer_forms", "tolerance", "any_of"),
+            accepts=("answer_forms", "tolerance", "round_to_gold", "any_of"),
         ),
         GraderSpec("boxed_int", "ares_cli.grading.graders:boxed_int_grade", f"ares-{__version__}", True),
         GraderSpec(
@@ -223,7 +223,7 @@ def builtin_specs() -> list[GraderSpec]:
             warmup=math_warmup,
             extractor="ares_cli.grading.per_row:extract_choice_or_math",
             with_options=True,
-            accepts=("answer_forms", "tolerance", "any_of", "multi_select"),
+            accepts=("answer_forms", "tolerance", "round_to_gold", "any_of", "multi_select"),
         ),
         GraderSpec(
             "exact_match",

@@ -153,7 +153,7 @@ def prepare_passrate(
     if out.loaded is not None:  # the data's manifest may declare how its benchmark is graded
         from dataclasses import replace
 
-        from ares_cli.grading.options import grader_for
+        from ares_cli.grading.declared import grader_for
 
         cfg = out.cfg = replace(cfg, grader=grader_for(cfg.grader, out.loaded.manifest))
     shard = checks.run("shard", lambda: parse_shard(cfg.shard))

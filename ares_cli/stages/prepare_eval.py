@@ -57,7 +57,7 @@ def prepare_eval(
 ) -> PreparedEval:  # fmt: skip
     """Run the eval stage's checks (``checks``: strict unless ``ares plan eval`` collects)."""
     from ares_cli.data.loader import load_problems
-    from ares_cli.grading.options import grader_for
+    from ares_cli.grading.declared import grader_for
     from ares_cli.models import check_image_support
     from ares_cli.stages.budget import with_budget
     from ares_cli.stages.checklist import Checklist

@@ -261,7 +261,7 @@ def prepare_suite(suite: Suite, cfg) -> None:
     reported together, naming the suite file and the benchmark (exit 3)."""
     from ares_cli.data.loader import load_problems
     from ares_cli.errors import AresError
-    from ares_cli.grading.options import grader_for
+    from ares_cli.grading.declared import grader_for
     from ares_cli.stages.prepare_eval import check_golds
 
     errors: list[InputError] = []

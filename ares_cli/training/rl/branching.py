@@ -103,7 +103,7 @@ def branch_groups(
     the [rows, T] token entropies of their responses in group order with ``mask``: a (tensor, tensor))."""
     from ares_cli.algorithms.aepo import batch_threshold, full_window_starts, window_entropy
     from ares_cli.generation import SamplingParams, seed_for
-    from ares_cli.training.rl.rollout import gold_of
+    from ares_cli.training.rl.step_metrics import gold_of
 
     b, budget = cfg.rollout.branching, cfg.rollout.max_new_tokens
     ent, mask = entropies

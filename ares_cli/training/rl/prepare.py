@@ -152,7 +152,7 @@ def prepare_rl(
     if cfg is not None and out.train is not None:  # the training data's manifest: how it is graded
         from dataclasses import replace
 
-        from ares_cli.grading.options import grader_for
+        from ares_cli.grading.declared import grader_for
 
         grader = grader_for(cfg.grading.grader, out.train.manifest)
         cfg = out.cfg = replace(cfg, grading=replace(cfg.grading, grader=grader))

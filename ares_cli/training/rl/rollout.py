@@ -13,6 +13,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from ares_cli.training.rl.step_metrics import gold_of
+
 
 class PromptSampler:
     """Deterministic epoch-wise shuffled stream of problems."""
@@ -123,11 +125,6 @@ def generate_groups(
         branch_groups(groups, [p for _, p in draws], entropy_fn(groups), backend=backend, tokenizer=tokenizer,
                       cfg=cfg, seed=seed, pool=pool, world=world)  # fmt: skip
     return groups
-
-
-def gold_of(pool, problem: dict[str, Any]) -> str:
-    """The gold string ``pool`` grades ``problem`` against (with a choice grader's options), or the answer."""
-    return pool.gold_for(problem) if hasattr(pool, "gold_for") else str(problem["answer"])
 
 
 def generate_and_grade(

@@ -37,6 +37,11 @@ class Timer:
         return time.perf_counter() - self.start
 
 
+def gold_of(pool, problem: dict[str, Any]) -> str:
+    """The gold string ``pool`` grades ``problem`` against (with a choice grader's options), or the answer."""
+    return pool.gold_for(problem) if hasattr(pool, "gold_for") else str(problem["answer"])
+
+
 class TimedPool:
     """A grading pool whose ``grade`` calls are charged to the step's "grade" phase (not "generate")."""
 
