@@ -15,7 +15,14 @@ from typing import Any, Protocol
 from ares_cli.errors import UsageError
 from ares_cli.grading.extract import extract_boxed
 from ares_cli.grading.graders import CORRECT, INCORRECT, INVALID
-from ares_cli.grading.judge import parse_judge_grader, rules_spec, subject_of
+from ares_cli.grading.judge import (
+    addresses_grader,
+    judge_gold,
+    parse_judge_grader,
+    read_judge_gold,
+    rules_spec,
+    subject_of,
+)
 from ares_cli.grading.pool import GradeResult, GradingPool
 
 __all__ = ["Judge", "JudgedGrading", "grader_label", "open_grading"]
@@ -26,8 +33,8 @@ class Judge(Protocol):
 
     label: str
 
-    def decide(self, pairs: Sequence[tuple[str, str]]) -> list[bool | None]:
-        """Per (gold, answer): True (equivalent), False (different) or None (unreadable)."""
+    def decide(self, questions: Sequence[tuple[str, ...]]) -> list[bool | None]:
+        """Per (gold, answer[, problem]): True (equivalent), False (different) or None (unreadable)."""
         ...
 
 
@@ -59,7 +66,8 @@ class JudgedGrading:
         return self.pool.stats
 
     def gold_for(self, problem: dict) -> str:
-        return self.pool.gold_for(problem)
+        """The rules' gold with the problem's text, which the judge reads (:func:`judge_gold`)."""
+        return judge_gold(self.pool.gold_for(problem), str(problem.get("problem") or "") or None)
 
     def _rules(self, items: Sequence[tuple[str, str | None]], extracted: bool) -> list[GradeResult]:
         if not self.judge_only:
@@ -71,19 +79,22 @@ class JudgedGrading:
         return [GradeResult(a, INVALID, self.judge.label) for a in answers]
 
     def grade(self, items: Sequence[tuple[str, str | None]], *, extracted: bool = False) -> list[GradeResult]:
-        """The rules' grades, with every ``invalid`` one decided by the judge (cached by gold and answer).
+        """The rules' grades, with every ``invalid`` one decided by the judge (cached by problem, gold and
+        answer). A candidate that addresses the grader is not asked: it is ``incorrect``.
 
         An unreadable judge output leaves the rules' grade: ``incorrect`` when an answer was extracted
         (and rules ran), else ``invalid``."""
-        results = self._rules(items, extracted)
-        asks = []
-        for i, ((gold, text), r) in enumerate(zip(items, results, strict=True)):
+        golds = [read_judge_gold(str(gold)) for gold, _ in items]
+        results = self._rules([(g, t) for (g, _), (_, t) in zip(golds, items, strict=True)], extracted)
+        asks, out = [], list(results)
+        for i, ((gold, problem), (_, text), r) in enumerate(zip(golds, items, results, strict=True)):
             subject = subject_of(None if extracted else text, r.extracted) if r.grade == INVALID else None
-            if subject is not None:
-                asks.append((i, str(gold), subject))
-        verdicts = self.judge.decide([(g, s) for _, g, s in asks])
-        out = list(results)
-        for (i, _, _), verdict in zip(asks, verdicts, strict=True):
+            if subject is not None and addresses_grader(subject):
+                out[i] = GradeResult(r.extracted, INCORRECT, r.grader, "addresses the grader: not judged")
+            elif subject is not None:
+                asks.append((i, gold, subject, problem))
+        verdicts = self.judge.decide([(g, s, p) for _, g, s, p in asks])
+        for (i, *_), verdict in zip(asks, verdicts, strict=True):
             r = results[i]
             if verdict is None:
                 fallback = INCORRECT if r.extracted and not self.judge_only else INVALID

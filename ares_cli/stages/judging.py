@@ -58,7 +58,7 @@ class ModelJudge:
         self.stats = {"asked": 0, "cached": 0, "equivalent": 0, "different": 0, "unreadable": 0}
         self.stats["generate_s"] = 0.0
 
-    def _generate(self, pairs: list[tuple[str, str]]) -> list[str]:
+    def _generate(self, questions: list[tuple[str, str, str | None]]) -> list[str]:
         from ares_cli.generation import GenerationRequest, SamplingParams, render_prompt
 
         if self._backend is None:
@@ -66,36 +66,38 @@ class ModelJudge:
         tokenizer = getattr(self._backend, "tokenizer", None)
         if tokenizer is None and hasattr(self._backend, "llm"):  # vllm
             tokenizer = self._backend.llm.get_tokenizer()
-        requests = [
-            GenerationRequest(
-                prompt=render_prompt(tokenizer, judge_prompt(g, a)) if tokenizer else judge_prompt(g, a),
-                seeds=(0,),
-                key=judge_key(g, a),
-            )
-            for g, a in pairs
-        ]
+        requests = []
+        for gold, answer, problem in questions:
+            prompt = judge_prompt(gold, answer, problem)
+            requests.append(GenerationRequest(
+                prompt=render_prompt(tokenizer, prompt) if tokenizer else prompt, seeds=(0,),
+                key=judge_key(gold, answer, problem),
+            ))  # fmt: skip
         sampling = SamplingParams(temperature=0.0, top_p=1.0, max_new_tokens=self.cfg.max_new_tokens)
         started = time.perf_counter()
         outputs = self._backend.generate(requests, sampling)
         self.stats["generate_s"] += time.perf_counter() - started
         return [comps[0].text for comps in outputs]
 
-    def decide(self, pairs: Sequence[tuple[str, str]]) -> list[bool | None]:
-        """The verdict per pair: True (equivalent), False (different) or None (unreadable)."""
-        new = [p for p in dict.fromkeys(pairs) if p not in self.verdicts]
-        self.stats["cached"] += len(pairs) - len(new)
-        for (gold, answer), text in zip(new, self._generate(new) if new else [], strict=True):
+    def decide(self, questions: Sequence[tuple[str, ...]]) -> list[bool | None]:
+        """The verdict per (gold, answer[, problem]) question: True (equivalent), False (different) or
+        None (unreadable)."""
+        keyed = [(q[0], q[1], q[2] if len(q) > 2 else None) for q in questions]
+        new = [q for q in dict.fromkeys(keyed) if q not in self.verdicts]
+        self.stats["cached"] += len(keyed) - len(new)
+        for (gold, answer, problem), text in zip(new, self._generate(new) if new else [], strict=True):
             verdict = read_verdict(text)
             name = {True: "equivalent", False: "different", None: "unreadable"}[verdict]
             self.stats[name] += 1
-            self.verdicts[(gold, answer)] = {"gold": gold, "answer": answer, "verdict": name, "output": text}
+            row = {"gold": gold, "answer": answer, "verdict": name, "output": text}
+            self.verdicts[(gold, answer, problem)] = row | ({"problem": problem} if problem else {})
         self.stats["asked"] += len(new)
-        return [read_verdict(self.verdicts[p]["output"]) for p in pairs]
+        return [read_verdict(self.verdicts[q]["output"]) for q in keyed]
 
     def load(self, rows: Sequence[dict[str, Any]]) -> None:
         """Verdicts written earlier (a resumed run) are not asked again."""
         for r in rows:
-            self.verdicts[(r["gold"], r["answer"])] = dict(r)
+            self.verdicts[(r["gold"], r["answer"], r.get("problem"))] = dict(r)
 
     def records(self) -> list[dict[str, Any]]:
         return list(self.verdicts.values())
