@@ -218,19 +218,22 @@ def _inequalities_set(text: str, items: tuple[str, ...]):
 
     Joined by ``or`` they are a union, by ``and`` an intersection; joined by commas a union when they
     are disjoint (``r > 3, r < 49/27``: "and" would be empty) and an intersection otherwise."""
-    from sympy import Intersection, Union
+    from sympy import And, Intersection, Union
     from sympy.core.relational import Relational
 
     from ares_cli.grading.exact import parse_math
 
     if not items or not all(has_relation(x) for x in items):
         return None
-    relations = [next(iter(parse_math(x)), None) for x in items]
-    if not all(isinstance(r, Relational) and len(r.free_symbols) == 1 for r in relations):
+    relations = [next(iter(parse_math(x)), None) for x in items]  # a chain a <= x <= b is an And
+    if not all(isinstance(r, (Relational, And)) and len(r.free_symbols) == 1 for r in relations):
         return None
     if len({r.free_symbols.pop() for r in relations}) != 1:
         return None
-    sets = [r.as_set() for r in relations]
+    try:
+        sets = [r.as_set() for r in relations]
+    except (NotImplementedError, TypeError, ValueError):  # x = 2 + 3 = 5: not a set sympy can write
+        return None
     if len(or_parts(text)) > 1:
         return Union(*sets)
     disjoint = all(Intersection(a, b).is_empty for i, a in enumerate(sets) for b in sets[i + 1 :])

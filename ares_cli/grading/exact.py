@@ -9,9 +9,10 @@ step (math-verify keeps its structures: sets, tuples, intervals, relations, matr
 - two numbers that differ at 30 significant digits are different; otherwise their difference is decided
   exactly (rational arithmetic, then ``simplify``, then sympy's ``equals``); a difference sympy can neither
   prove zero nor nonzero counts as zero only when it vanishes to 200 significant digits;
-- a percentage ``x%`` equals a plain gold ``x`` (the gold ``35`` accepts ``35.0\\%``), and ``x/100`` only when
-  that gold is a fraction of a whole, ``0 < |g| < 1`` (``0.35`` accepts ``35\\%``, ``25`` refuses ``2500\\%``);
-  a percentage gold ``x%`` accepts ``x`` and ``x/100``.
+- a percentage ``x%`` against a plain gold ``g``: a gold with ``0 < |g| < 1`` is a fraction of a whole and
+  accepts ``x%`` when ``x/100 = g`` (``0.35`` accepts ``35\\%``, refuses ``0.35\\%``); any other is a
+  percentage's number or a count and accepts it when ``x = g`` (``35`` accepts ``35.0\\%``, ``25`` refuses
+  ``2500\\%``); a percentage gold ``x%`` accepts ``x`` and ``x/100``.
 
 Expressions with free symbols are left to math-verify's symbolic step (``simplify(a - b) == 0``), which
 is exact. Parsing keeps implicit products: math-verify strips a trailing "unit" word after a number or a
@@ -110,8 +111,8 @@ def _percent(value):
 
 
 def _is_fraction(value) -> bool:
-    """Whether a plain gold reads as a fraction of a whole (``0 < |g| < 1``): only then is ``x%`` the
-    number ``x/100`` for it (``25`` is a count or a percentage: ``2500%`` is not 25)."""
+    """Whether a plain gold reads as a fraction of a whole (``0 < |g| < 1``): then ``x%`` is ``x/100`` for
+    it, else ``x`` (``25`` is a count or a percentage's number: ``2500%`` is not 25)."""
     from sympy import N
 
     size = abs(N(value, 30))
@@ -168,8 +169,8 @@ def numeric_eq(a, b, float_rounding: int = 6, numeric_precision: int = 15) -> bo
     try:
         if pa is not None and pb is None:
             return any(_numbers_equal(x, b) for x in pa)
-        if pb is not None and pa is None:
-            return _numbers_equal(a, pb[0]) or (_is_fraction(a) and _numbers_equal(a, pb[1]))
+        if pb is not None and pa is None:  # a plain gold: a fraction of a whole, else a percentage's number
+            return _numbers_equal(a, pb[1]) if _is_fraction(a) else _numbers_equal(a, pb[0])
         return _numbers_equal(a, b)
     except (TypeError, ValueError, AttributeError, ZeroDivisionError):
         return False
