@@ -16,7 +16,14 @@ the output holds counts only. Reported:
 - ``math+judge`` with a scripted judge that answers EQUIVALENT to everything it is asked: which samples
   the rules hand to the judge (per group, and every hand-checked case the rules do not accept), so the
   judge path is exercised on each of them; with ``--judge-model`` also the seconds per verdict of a real
-  judge model through the hf backend on the first ``--judge-limit`` of those questions.
+  judge model through the hf backend on the first ``--judge-limit`` of those questions;
+- the repository's hand-labelled adversarial set (``tests/data/grader_adversarial.jsonl``), each case
+  graded by its own grader reference (a manifest's grading options included) and by raw math-verify:
+  false accepts and false rejects per class (a grader reference the code under test cannot resolve is
+  counted ``unsupported``);
+- DAPO-style responses (a final ``Answer:`` line): how many of the real generations end in one, and how
+  many grades change between ``math`` and DAPO-Math-17k's declared ``math[answer_forms=answer_line+boxed]``,
+  on the real generations and on the adversarial set's answer-line cases.
 
 Every number is given for the grader (``--grader``) and for the naive reference in the same run: the raw
 math-verify call (gold first, both boxed) in the same worker pool, which is what the math grader was
@@ -143,14 +150,15 @@ def score_handcheck(data: dict, grades: dict[tuple[str, int], str]) -> dict:
 
 
 class ScriptedJudge:
-    """A generation backend that answers every judge prompt with EQUIVALENT (the judge path, not a judge)."""
+    """A generation backend that answers every judge prompt with an EQUIVALENT verdict line (the judge
+    path, not a judge)."""
 
     name = "scripted"
 
     def generate(self, requests, sampling):
         from ares_cli.generation import Completion
 
-        return [[Completion("EQUIVALENT", [], "stop")] for _ in requests]
+        return [[Completion("VERDICT: EQUIVALENT", [], "stop")] for _ in requests]
 
 
 def judge_routing(data: dict, keys: list, items: list, args) -> dict:
@@ -229,6 +237,97 @@ def evaluate(data: dict, keys: list, items: list, grader, args) -> dict:
     }
 
 
+ADVERSARIAL = ROOT / "tests" / "data" / "grader_adversarial.jsonl"
+DAPO_GRADER = "math[answer_forms=answer_line+boxed]"
+
+
+def _problem(case: dict) -> dict:
+    meta = {"options": case["options"]} if "options" in case else {}
+    return {"id": case["id"], "problem": "?", "answer": case["gold"], "meta": meta}
+
+
+def _grade_cases(cases: list[dict], grader, workers: int, timeout_s: float) -> list[str | None]:
+    """Grades of adversarial cases by one grader (None each when the code cannot resolve it)."""
+    from ares_cli.errors import UsageError
+    from ares_cli.grading import GradingPool
+
+    try:
+        pool = GradingPool(grader, workers=workers, timeout_s=timeout_s)
+    except UsageError:
+        return [None] * len(cases)
+    with pool:
+        return [r.grade for r in pool.grade([(pool.gold_for(_problem(c)), c["response"]) for c in cases])]
+
+
+def _confusion(cases: list[dict], grades: list[str | None]) -> dict:
+    by_class: dict[str, Counter] = defaultdict(Counter)
+    for case, grade in zip(cases, grades, strict=True):
+        c = by_class[case["class"]]
+        c["n"] += 1
+        if grade is None:
+            c["unsupported"] += 1
+            continue
+        ok = grade == "correct"
+        c["false_accepts"] += ok and not case["label"]
+        c["false_rejects"] += (not ok) and case["label"] and case.get("expect") != "judge"
+        c["left_to_judge"] += (not ok) and case.get("expect") == "judge"
+    total = Counter()
+    for c in by_class.values():
+        total.update(c)
+    return dict(total) | {"by_class": {k: dict(c) for k, c in sorted(by_class.items())}}
+
+
+def adversarial(args) -> dict | None:
+    """The adversarial set by class: each case's own grader, and raw math-verify on every case."""
+    if not ADVERSARIAL.is_file():
+        return None
+    cases = [
+        json.loads(line) for line in ADVERSARIAL.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+    grades: list[str | None] = [None] * len(cases)
+    for grader in dict.fromkeys(c["grader"] for c in cases):
+        index = [i for i, c in enumerate(cases) if c["grader"] == grader]
+        found = _grade_cases([cases[i] for i in index], grader, args.workers, args.timeout_s)
+        for i, g in zip(index, found, strict=True):
+            grades[i] = g
+    reference = _grade_cases(cases, reference_spec(), args.workers, args.timeout_s)
+    dapo = [
+        i for i, c in enumerate(cases) if c["class"] == "answer line (DAPO)" and c["grader"] == DAPO_GRADER
+    ]
+    plain = _grade_cases([cases[i] for i in dapo], "math", args.workers, args.timeout_s)
+    changed = sum(a != b for a, b in zip(plain, [grades[i] for i in dapo], strict=True))
+    return {
+        "cases": len(cases),
+        "grader": _confusion(cases, grades),
+        "raw math-verify": _confusion(cases, reference),
+        "dapo_answer_line_cases": {"n": len(dapo), "grade_changed_vs_math": changed},
+    }
+
+
+def dapo_style(data: dict, args) -> dict:
+    """Real generations ending in an ``Answer:`` line, and their grades by ``math`` and by DAPO's forms."""
+    import re
+
+    final_line = re.compile(r"^\s*(?:[*_#>]+\s*)?(?:final\s+)?answer\s*[*_]*\s*[:：]", re.I)
+    chosen = []
+    for s in data["samples"]:
+        lines = [line for line in s["response"].splitlines() if line.strip()]
+        if lines and final_line.match(lines[-1]):
+            chosen.append((data["problems"][s["problem_id"]]["answer"], s["response"]))
+    out = {"samples": len(data["samples"]), "ending_in_an_answer_line": len(chosen)}
+    if chosen:
+        from ares_cli.errors import UsageError
+
+        before = grade_all(chosen, "math", args.workers, args.timeout_s)["grades"]
+        try:
+            after = grade_all(chosen, DAPO_GRADER, args.workers, args.timeout_s)["grades"]
+        except UsageError:
+            return out | {"dapo_grader": "unsupported"}
+        out["grade_changed"] = sum(a != b for a, b in zip(before, after, strict=True))
+        out["became_correct"] = sum(b == "correct" != a for a, b in zip(before, after, strict=True))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the grader-real folder")
@@ -263,6 +362,8 @@ def main() -> None:
     if args.judge_model:
         routing["cost"] = judge_cost(questions, args.judge_model, args.judge_limit)
     out["math+judge (scripted judge)"] = routing
+    out["adversarial"] = adversarial(args)
+    out["dapo_style"] = dapo_style(data, args)
     print(json.dumps(out, indent=2))
 
 

@@ -3,8 +3,9 @@ the grading pool's parent process, before the workers compare).
 
 Forms (:data:`~ares_cli.grading.options.ANSWER_FORMS`):
 
-- ``boxed``: every top-level ``\\boxed{}``/``\\fbox{}`` with something in it (an empty one, e.g. a quoted
-  instruction, is skipped); an unbalanced last box states nothing readable.
+- ``boxed``: every top-level ``\\boxed{}``/``\\fbox{}`` with something in it (an empty one, a quoted
+  instruction's ``\\boxed{}``, or a placeholder the problem itself draws, ``\\boxed{\\phantom{2}}``,
+  ``\\boxed{\\quad}``, ``\\boxed{?}``, is skipped); an unbalanced last box states nothing readable.
 - ``answer_line``: a final ``Answer: ...`` line (DAPO's and Minerva's instruction: "the last line of your
   response should be of the form Answer: $Answer"), written ``Answer: 34``, ``Answer: $34$``,
   ``**Answer:** 34``, ``**Answer: 34**``, ``$\\text{Answer: } 7$``, ``Final Answer: 34``. It counts only
@@ -44,6 +45,9 @@ _ANSWER_LINE = re.compile(
 )
 _PHRASE = re.compile(r"the\s+(?:final\s+)?answer\s+is\s*:?", re.I)
 _EMPHASIS = "*_ "
+_INVISIBLE = re.compile(
+    r"\\[hv]?phantom\s*\{[^{}]*\}|\\(?:square|Box|blacksquare|qquad|quad|,|;|:|!| )|[\s~?.]|\\ldots|\\dots"
+)
 
 
 def _unwrap_answer(text: str, dollar: bool) -> str:
@@ -85,7 +89,7 @@ def _boxes(response: str) -> list[tuple[int, str]] | None:
     groups = boxed_groups(response)
     if groups and groups[-1][2] is None:
         return None
-    return [(start, content.strip()) for start, _, content in groups if content and content.strip()]
+    return [(start, c.strip()) for start, _, c in groups if c and _INVISIBLE.sub("", c).strip()]
 
 
 def final_answers(response: str | None, forms: tuple[str, ...] = DEFAULT_FORMS) -> list[str]:
