@@ -253,3 +253,107 @@ def test_read_items_forms():
     assert read_items("a < b < c").chain == ("a", "b", "c")
     assert read_items("(x, y) = (1, 2)").names == ("x", "y")
     assert read_items(r"(\pm 1, \pm 2)").unread
+
+
+# -- false accepts of the last rules closed, each with the correct form beside it ------------------------
+
+
+def test_a_row_break_followed_by_a_space_stays_a_row_break():
+    spaced, tight = r"\begin{pmatrix} 1 \\ 2 \\ 3 \end{pmatrix}", r"\begin{pmatrix}1\\2\\3\end{pmatrix}"
+    check(
+        spaced,
+        [tight, spaced],
+        [r"\begin{pmatrix} 3 \\ 2 \\ 1 \end{pmatrix}", "6", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}"],
+    )
+    check(tight, [spaced], [r"\begin{pmatrix} 2 \\ 2 \\ 2 \end{pmatrix}"])
+    assert (
+        verdict(spaced, r"\begin{pmatrix} 3 \\ 2 \\ 1 \end{pmatrix}") == "incorrect"
+    )  # a matrix is no prose
+
+
+def test_several_final_answers_are_wrong_unless_the_gold_is_their_set():
+    check(
+        "4",
+        [r"\boxed{4} \boxed{4}", r"\boxed{x = 4} \boxed{4}"],
+        [r"\boxed{3} \boxed{4}", r"\boxed{4} \boxed{3}"],
+    )
+    check("2, 3", [r"\boxed{2} \boxed{3}", r"\boxed{3} \boxed{2}", r"\boxed{2} \boxed{3} \boxed{2, 3}"],
+          [r"\boxed{2} \boxed{5}", r"\boxed{2} \boxed{3} \boxed{4}", r"\boxed{2}"])  # fmt: skip
+    check("(1, 2), (3, 4)", [r"\boxed{(1, 2)} \boxed{(3, 4)}"], [r"\boxed{(1, 2)} \boxed{(4, 3)}"])
+    assert verdict(r"\text{Yes}", r"\boxed{\text{Yes}} \boxed{\text{Yes, always}}") == UNDECIDED
+
+
+def test_a_percentage_against_a_plain_gold_by_the_size_of_the_gold():
+    check("25", [r"25\%", "25"], [r"2500\%", r"0.25\%", "0.25"])
+    check("0.25", [r"25\%", r"\frac{1}{4}"], [r"0.25\%", r"2.5\%"])
+    check("3", [], [r"300\%", r"3\%" + "0"])
+    check(r"40\%", ["40", "0.4", r"40\%"], [r"4000\%", "4"])
+
+
+def test_a_bound_with_no_left_side_is_not_its_number():
+    check("5", ["5"], [r"\geq 5", r"\ge 5", "> 5", r"\leq 5"])
+    check(r"[5, \infty)", [r"\geq 5", r"x \geq 5"], ["> 5", r"\leq 5"])
+    check(r"(-\infty, 2)", ["< 2", "x < 2"], [r"\le 2", "> 2"])
+
+
+def test_a_chain_of_equalities_states_every_value():
+    check("5", [r"x = 2 + 3 = 5", "2 + 3 = 5", "x = 5"], ["x = 5 = 6", "4 = 5", "x = 6 = 5"])
+    check("6", [], ["x = 5 = 6"])
+    check("10", ["a + b = 10", "a + b = 7 + 3 = 10"], ["a + b = 7 + 3 = 11", "a + b = 11 = 10"])
+
+
+def test_thousands_with_a_thin_or_plain_space():
+    check("1000", [r"1\,000", "1 000", "1~000", r"1\;000"], [r"1\,001", "100"])
+    check("0", ["0"], [r"1\,000", "1 000"])
+    check("1234567", [r"1\,234\,567", "1 234 567"], [r"1\,234\,568"])
+    check("600", [r"2 \cdot 300"], ["2 300"])  # a group of three after a space is a thousands group
+
+
+def test_repeating_decimals_are_the_fractions_they_write():
+    check(r"\frac{1}{3}", [r"0.\overline{3}", r"0.3\overline{3}"], ["0.333", r"0.\overline{33}3"])
+    check(r"\frac{1}{6}", [r"0.1\overline{6}"], [r"0.\overline{16}", "0.1666"])
+    check(r"\frac{4}{33}", [r"0.\overline{12}"], [r"0.\overline{21}"])
+
+
+def test_an_option_label_names_a_letter_and_a_value():
+    check("D", [r"\text{(D) } 24", "(D)", r"\textbf{(D)} 24"], [r"\text{(C) } 24", "(C)"])
+    check("24", [r"\text{(D) } 24", "(B) 24"], [r"\text{(D) } 25", "(D)"])
+    check(r"\text{(E)}", ["E", "(E)"], ["A", r"\text{(A)}"])
+
+
+def test_a_set_named_in_words():
+    check(r"(-\infty, \infty)", [r"\text{all real numbers}", r"\text{All real numbers.}"],
+          [r"\text{all positive real numbers}", r"\text{all real numbers except } 0", r"\text{no real numbers}"])  # fmt: skip
+    check(r"(0, \infty)", [], [r"\text{all real numbers}"])
+
+
+def test_an_answer_label_in_front_of_the_answer():
+    check("7", [r"\text{Answer: } 7", r"\text{Answer: 7}", r"\text{Final answer: } 7"],
+          [r"\text{Answer: } 8", r"\text{Answer: } 7 \text{ or } 8"])  # fmt: skip
+
+
+def test_one_inequality_against_the_interval_it_describes():
+    check(r"[2, \infty)", [r"x \geq 2", r"x \ge 2"], ["x > 2", r"x \le 2"])
+    check(r"x \le -1", [r"(-\infty, -1]"], [r"(-\infty, -1)", r"[-1, \infty)"])
+    check(r"[-3, 3]", [r"-3 \le x \le 3"], [r"-3 < x \le 3", r"-3 \le x < 3"])
+
+
+def test_grading_options_in_the_rules():
+    from ares_cli.grading.options import GradingOptions
+
+    tolerance, rounding = GradingOptions(tolerance=0.001), GradingOptions(round_to_gold=True)
+    for answer, want in [("2.094", True), (r"\frac{2\pi}{3}", True), ("2.0934", True), ("2.096", False),
+                         ("2.1", False), ("2.094, 2.094", False), (r"2.094\%", False)]:  # fmt: skip
+        assert (math_grade("2.0944", answer, tolerance) == "correct") is want, answer
+    assert math_grade("2.0944", "2.094") == "incorrect"  # only with the benchmark's tolerance
+    assert math_grade("12", "12.0005", tolerance) == "incorrect"  # an integer gold stays exact
+    for answer, want in [("1.449", True), ("1.4549", True), ("1.455", False), ("1.4", False), ("1.45", True)]:
+        assert (math_grade("1.45", answer, rounding) == "correct") is want, answer
+    any_of = GradingOptions(any_of=True)
+    gold = "['24/7', '3.429']"
+    assert [math_grade(gold, a, any_of) for a in (r"\frac{24}{7}", "3.429", "3.43")] == [
+        "correct",
+        "correct",
+        "incorrect",
+    ]
+    assert math_grade("[1, 2]", "1", any_of) == "incorrect"  # an interval stays one gold
