@@ -144,8 +144,9 @@ FIXTURES: dict[str, tuple[list[dict], list[tuple]]] = {
 }  # fmt: skip
 
 GRADERS = {
-    "mathverse": "math", "mathvision": "math", "mathvista": "math", "dynamath": "math", "wemath": "choice",
-    "logicvista": "choice", "mmmu": "math", "mmmu-pro": "choice", "charxiv": "math", "mmstar": "choice",
+    "mathverse": "math", "mathvision": "choice_or_math", "mathvista": "choice_or_math", "dynamath": "math",
+    "wemath": "choice",
+    "logicvista": "choice", "mmmu": "choice_or_math", "mmmu-pro": "choice", "charxiv": "math", "mmstar": "choice",
     "mmlu-pro": "choice", "bbeh": "exact_match", "gpqa-diamond": "choice",
     "olympiadbench": "math", "aime2026": "math", "aime2023": "math", "math500": "math", "gsm8k": "math",
     "amc23": "math", "aime2024": "math", "aime2025": "math",
