@@ -55,6 +55,8 @@ def test_prompt_is_fixed_and_its_fields_are_marked():
     assert "<<<REFERENCE\n12\nREFERENCE>>>" in prompt and "<<<PROBLEM\nWhat is 6 + 6?\nPROBLEM>>>" in prompt
     assert prompt.endswith('exactly "VERDICT: EQUIVALENT" or "VERDICT: DIFFERENT".')
     assert "<<<PROBLEM\n(not given)\nPROBLEM>>>" in judge_prompt("12", "13")
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    assert JUDGE_PROMPT in docs, "docs/evaluation.md shows the judge prompt as it is"
     assert judge_key("1", "a") != judge_key("1", "b") and judge_key("1", "a") == judge_key("1", "a")
     assert judge_key("1", "a", "p") != judge_key("1", "a") != judge_key("1", "a", "q")
     assert (
