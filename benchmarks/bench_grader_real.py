@@ -19,8 +19,9 @@ the output holds counts only. Reported:
   judge model through the hf backend on the first ``--judge-limit`` of those questions;
 - the repository's hand-labelled adversarial set (``tests/data/grader_adversarial.jsonl``), each case
   graded by its own grader reference (a manifest's grading options included) and by raw math-verify:
-  false accepts and false rejects per class (a grader reference the code under test cannot resolve is
-  counted ``unsupported``);
+  false accepts and false rejects per class (where the code under test cannot resolve a grader reference,
+  code from before grading options, the case is graded by the reference's name without options, else by
+  ``math``, what the manifests named then; their number is printed);
 - DAPO-style responses (a final ``Answer:`` line): how many of the real generations end in one, and how
   many grades change between ``math`` and DAPO-Math-17k's declared ``math[answer_forms=answer_line+boxed]``,
   on the real generations and on the adversarial set's answer-line cases.
@@ -246,27 +247,38 @@ def _problem(case: dict) -> dict:
     return {"id": case["id"], "problem": "?", "answer": case["gold"], "meta": meta}
 
 
-def _grade_cases(cases: list[dict], grader, workers: int, timeout_s: float) -> list[str | None]:
-    """Grades of adversarial cases by one grader (None each when the code cannot resolve it)."""
+def _pool(grader, workers: int, timeout_s: float):
+    """A pool for ``grader``, else (code that cannot resolve it: before grading options) for its name
+    without options, else ``math`` (what the manifests named before); and the grader it holds."""
     from ares_cli.errors import UsageError
     from ares_cli.grading import GradingPool
 
-    try:
-        pool = GradingPool(grader, workers=workers, timeout_s=timeout_s)
-    except UsageError:
-        return [None] * len(cases)
+    names = (
+        [grader]
+        if not isinstance(grader, str)
+        else list(dict.fromkeys([grader, grader.split("[")[0], "math"]))
+    )
+    for name in names:
+        try:
+            return GradingPool(name, workers=workers, timeout_s=timeout_s), name
+        except UsageError:
+            continue
+    raise UsageError(f"no grader of {names} resolves")
+
+
+def _grade_cases(cases: list[dict], grader, workers: int, timeout_s: float) -> tuple[list[str], bool]:
+    """Grades of adversarial cases by one grader, and whether it had to fall back (:func:`_pool`)."""
+    pool, used = _pool(grader, workers, timeout_s)
     with pool:
-        return [r.grade for r in pool.grade([(pool.gold_for(_problem(c)), c["response"]) for c in cases])]
+        grades = [r.grade for r in pool.grade([(pool.gold_for(_problem(c)), c["response"]) for c in cases])]
+    return grades, used != grader
 
 
-def _confusion(cases: list[dict], grades: list[str | None]) -> dict:
+def _confusion(cases: list[dict], grades: list[str]) -> dict:
     by_class: dict[str, Counter] = defaultdict(Counter)
     for case, grade in zip(cases, grades, strict=True):
         c = by_class[case["class"]]
         c["n"] += 1
-        if grade is None:
-            c["unsupported"] += 1
-            continue
         ok = grade == "correct"
         c["false_accepts"] += ok and not case["label"]
         c["false_rejects"] += (not ok) and case["label"] and case.get("expect") != "judge"
@@ -284,20 +296,23 @@ def adversarial(args) -> dict | None:
     cases = [
         json.loads(line) for line in ADVERSARIAL.read_text(encoding="utf-8").splitlines() if line.strip()
     ]
-    grades: list[str | None] = [None] * len(cases)
+    grades: list[str] = [""] * len(cases)
+    fell_back = 0
     for grader in dict.fromkeys(c["grader"] for c in cases):
         index = [i for i, c in enumerate(cases) if c["grader"] == grader]
-        found = _grade_cases([cases[i] for i in index], grader, args.workers, args.timeout_s)
+        found, fallback = _grade_cases([cases[i] for i in index], grader, args.workers, args.timeout_s)
+        fell_back += len(index) if fallback else 0
         for i, g in zip(index, found, strict=True):
             grades[i] = g
-    reference = _grade_cases(cases, reference_spec(), args.workers, args.timeout_s)
+    reference, _ = _grade_cases(cases, reference_spec(), args.workers, args.timeout_s)
     dapo = [
         i for i, c in enumerate(cases) if c["class"] == "answer line (DAPO)" and c["grader"] == DAPO_GRADER
     ]
-    plain = _grade_cases([cases[i] for i in dapo], "math", args.workers, args.timeout_s)
+    plain, _ = _grade_cases([cases[i] for i in dapo], "math", args.workers, args.timeout_s)
     changed = sum(a != b for a, b in zip(plain, [grades[i] for i in dapo], strict=True))
     return {
         "cases": len(cases),
+        "graded_by_a_fallback_grader": fell_back,
         "grader": _confusion(cases, grades),
         "raw math-verify": _confusion(cases, reference),
         "dapo_answer_line_cases": {"n": len(dapo), "grade_changed_vs_math": changed},

@@ -60,3 +60,24 @@ def test_data_check_cli_warns_and_exits_zero(tmp_path):
     assert f"warning: {path}:1 id 'frac' field answer: control characters" in out.stderr
     quick = run_ares("--json", "data", "check", str(path), "--no-self-grade", root=tmp_path / "art")
     assert len(json.loads(quick.stdout)["gold_check"]["warnings"]) == 3
+
+
+def test_golds_self_grade_with_the_benchmarks_grading_options():
+    rows = [
+        {"id": "alts", "source": "s", "problem": "p", "answer": "['24/7', '3.429']"},
+        {
+            "id": "bad",
+            "source": "s",
+            "problem": "p",
+            "answer": "['24/7', '}{']",
+        },  # one alternative unreadable
+        {"id": "one", "source": "s", "problem": "p", "answer": "2.0944"},
+    ]
+    warned = {w["id"] for w in gold_warnings(rows, [], grader="math[any_of=true,tolerance=0.001]", workers=1)}
+    assert warned == {"bad"}
+    per_row = [
+        {"id": "c", "source": "s", "problem": "p", "answer": "145°", "meta": {"options": ["145°", "150°"]}},
+        {"id": "m", "source": "s", "problem": "p", "answer": r"\frac{1}{2}"},
+        {"id": "x", "source": "s", "problem": "p", "answer": "7", "meta": {"options": ["1", "2"]}},
+    ]
+    assert [w["id"] for w in gold_warnings(per_row, [], grader="choice_or_math", workers=1)] == ["x"]
