@@ -259,11 +259,15 @@ def _inequalities_against_interval(gold: str, answer: str, g: Items, a: Items) -
     """Inequalities on one side against intervals on the other: equal as sets, or None if not that case.
     A bound with no left side (``\\geq 2``) is read as a bound on a variable (``x \\geq 2``)."""
     for relations_text, rel_items, other in ((gold, g.items, answer), (answer, a.items, gold)):
+        if not rel_items or not all(has_relation(x) for x in rel_items):
+            continue
+        if (interval := _interval_set(other)) is None:  # first: most relations meet no interval
+            continue
         if len(rel_items) == 1 and bound_relation(rel_items[0]) is not None:
             relations_text = f"x {rel_items[0]}"
             rel_items = (relations_text,)
         described = _inequalities_set(relations_text, rel_items)
-        if described is not None and (interval := _interval_set(other)) is not None:
+        if described is not None:
             return CORRECT if described.symmetric_difference(interval).is_empty else INCORRECT
     return None
 
