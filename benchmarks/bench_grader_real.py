@@ -343,6 +343,25 @@ def dapo_style(data: dict, args) -> dict:
     return out
 
 
+def speed_reps(items: list[tuple[str, str]], grader, args) -> dict | None:
+    """``--speed-reps`` more timings of the grader and the reference on ``items``, alternated (grader first
+    in even reps, the reference first in odd ones), each in a fresh pool: the ratio per rep and its median."""
+    if args.speed_reps < 1:
+        return None
+    ratios = []
+    for rep in range(args.speed_reps):
+        order = [grader, reference_spec()] if rep % 2 == 0 else [reference_spec(), grader]
+        seconds = [grade_all(items, g, args.workers, args.timeout_s)["seconds"] for g in order]
+        ours, theirs = seconds if rep % 2 == 0 else seconds[::-1]
+        ratios.append(theirs / ours)  # > 1: the grader is faster
+    ratios.sort()
+    return {
+        "reps": args.speed_reps,
+        "grader_speed_over_reference": ratios,
+        "median": ratios[len(ratios) // 2],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the grader-real folder")
@@ -351,6 +370,9 @@ def main() -> None:
     ap.add_argument("--timeout-s", type=float, default=10.0)
     ap.add_argument("--judge-model", default=None, help="time a real judge (hf) on the routed questions")
     ap.add_argument("--judge-limit", type=int, default=20)
+    ap.add_argument(
+        "--speed-reps", type=int, default=0, help="extra timing reps, grader and reference alternated"
+    )
     args = ap.parse_args()
     missing = [f for f in FILES + GOLD_FILES if not (args.data / f).is_file()]
     if missing:
@@ -371,6 +393,7 @@ def main() -> None:
         "grader": grader,
         "reference": reference,
         "speed_over_reference": grader["speed"]["samples_per_s"] / reference["speed"]["samples_per_s"],
+        "speed_reps": speed_reps(items + data["gold_items"], args.grader, args),
     }
     routing = judge_routing(data, keys, items, args)
     questions = routing.pop("questions")
