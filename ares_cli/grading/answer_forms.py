@@ -12,8 +12,10 @@ compares items with math-verify. What is decided here, on the text:
   (``(1,2)(3,4)``, only when every group holds a comma, so ``(x+1)(x+2)`` stays a product); one ``\\pm`` or
   ``\\mp`` per item expands into its two items; an ordering chain ``a < b < c`` is the ordered list
   ``a, b, c``; a tuple of names before the values (``(x, y) = (2, 3), (2, 7)``) is read off;
-- **thousands**: ``10{,}000`` and ``10,\\!000`` are numbers; a bare ``110,143,242`` can be a number or a list
-  (see :func:`thousands_groups`).
+- **thousands**: ``10{,}000``, ``10,\\!000``, ``1\\,000`` and ``1 000`` (groups of three after a thin, plain or
+  no-break space) are numbers; a bare ``110,143,242`` can be a number or a list (see :func:`thousands_groups`);
+- **spacing**: spacing commands are spaces, but a row break ``\\\\`` stays one even when a space follows it;
+- **repeating decimals**: ``0.\\overline{3}`` is the fraction 1/3 it writes.
 """
 
 from __future__ import annotations

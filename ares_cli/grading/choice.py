@@ -15,6 +15,10 @@ Anything else is ``invalid``: a letter inside a sentence ("A quick check ..."), 
 a box around a non-choice. Option text matches exactly after whitespace, ``$`` and case normalisation, so an
 option that contains another's text ("12" vs "2") cannot be confused with it. Letters are upper case A-Z,
 limited to the number of options when they are known. Majority votes group by the extracted letter.
+
+With the grading option ``multi_select`` (:mod:`ares_cli.grading.options`) a gold may name several letters
+(``A, C``): the response must name exactly that set, its letters separated by commas, semicolons, ``&`` or
+"and" (``C and A``); letters joined by "or" are a hedge (invalid), a missing or extra one is incorrect.
 """
 
 from __future__ import annotations
