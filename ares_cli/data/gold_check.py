@@ -68,9 +68,7 @@ def gold_warnings(
         from ares_cli.grading import GradingPool
 
         spec = _self_grade_spec(grader, trust_code)
-        copy = (
-            repair_escapes if ":gold_self_grade" in spec.target else str
-        )  # a boxed answer is stripped
+        copy = repair_escapes if ":gold_self_grade" in spec.target else str  # a boxed answer is stripped
         with GradingPool(spec, workers=workers, timeout_s=timeout_s) as pool:
             golds = [pool.gold_for(r) for r in records]
             answers = [f"\\boxed{{{copy(r['answer'])}}}" for r in records]
