@@ -100,7 +100,7 @@ def test_registry_contract():
     assert reg.get("a") is a and "a" in reg and reg.names() == ["a"] and len(reg) == 1
     with pytest.raises(ValueError, match="duplicate"):
         reg.register("a")(lambda: 2)
-    with pytest.raises(UsageError, match="unknown widget 'b'; valid names: a"):
+    with pytest.raises(UsageError, match="unknown widget 'b'; valid: a"):
         reg.get("b")
     assert set(ADVANTAGES.names()) == {
         "grpo",

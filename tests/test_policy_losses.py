@@ -227,5 +227,5 @@ def test_config_validation():
         PolicyLossConfig(dual_clip=0.5)
     with pytest.raises(UsageError):
         PolicyLossConfig(top_entropy_frac=0.0)
-    with pytest.raises(UsageError, match="valid names"):
+    with pytest.raises(UsageError, match="valid: "):
         policy_loss("nope", None, None, None, None, config=CFG, aggregation=None)
