@@ -150,7 +150,7 @@ def check_reads(cfg, layers: list[dict[str, Any]]) -> None:
         if i >= chosen:
             raise UsageError(message)
     if problems:
-        keys = ", ".join(key for _, _, key, _ in problems)
+        keys = ", ".join(sorted({key for _, _, key, _ in problems}))
         warnings.warn(f"{keys}: ignored, not read by what a later layer chose (--algo {algo.name}, "
                       f"loss.policy_loss={entry.name}, loss.advantage={estimator.name})", stacklevel=3)  # fmt: skip
 
