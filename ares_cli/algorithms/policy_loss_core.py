@@ -54,7 +54,12 @@ class PolicyLossConfig:
     dual_clip: float | None = option(
         3.0, "Dual-clip c on negative advantages (Ye et al. 2020; null = off).", gt=1.0
     )
-    cispo_eps_low: float | None = option(None, "CISPO lower clip; null = one-sided as in MiniMax-M1.", ge=0.0)
+    cispo_eps_low: float | None = option(
+        0.0,
+        "CISPO: IS weight clipped below at 1 - eps_low (PAEC app. B: 0, run in verl: weights in [1, 6]); "
+        "null = no lower bound (MiniMax-M1).",
+        ge=0.0,
+    )
     cispo_eps_high: float = option(5.0, "CISPO: IS weight clipped above at 1 + eps_high (PAEC: 5.0).", ge=0.0)
     clip_cov_ratio: float = option(
         2e-4, "Clip-Cov fraction of valid tokens whose loss is zeroed (PAEC baseline: 2e-4).", ge=0.0, le=1.0

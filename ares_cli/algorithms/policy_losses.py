@@ -14,9 +14,10 @@ and GSPO-token, the sequence-level ratio, are in :mod:`.gspo`):
 
 - ``ppo``: max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)) (PPO; clip-higher of DAPO: eps_low = 0.2,
   eps_high = 0.28), and for A < 0 the dual clip min(., -c A) with c = 3 (Ye et al. 2020); ARES eq. 2.
-- ``cispo``: -sg(clip(r, 1 - eps_low, 1 + eps_high)) A logprob (MiniMax-M1). The clip is ONE-SIDED by
-  default (``cispo_eps_low=None``: only the upper bound, as MiniMax-M1 describes); set ``cispo_eps_low``
-  for the two-sided variant.
+- ``cispo``: -sg(clip(r, 1 - eps_low, 1 + eps_high)) A logprob (MiniMax-M1 eq. 4-5). Default eps_low = 0,
+  eps_high = 5: the weights lie in [1, 6], as PAEC's CISPO baseline ran in verl (PAEC app. B sets
+  eps_low = 0, eps_high = 5; verl clips the weight at 1 - clip_ratio_low below). ``cispo_eps_low=None`` is
+  MiniMax-M1's reading, no lower bound ("we did not impose a lower bound on the IS weight").
 - ``clip_cov``: the PPO loss, except for a random ``clip_cov_ratio`` fraction of the valid tokens (drawn
   with ``extras.generator``) among the candidates, whose loss is zeroed so they get no gradient (Cui et al.
   2025, "The Entropy Mechanism of RL for Reasoning LMs", sec. 4; the paper defers the details to its code,

@@ -48,7 +48,7 @@ _register("dapo", HOOKS, summary="DAPO: clip-higher, token-mean loss, dynamic sa
                   "filter": {"mode": "filter"}, "reward": {"overlong_shaping": True}})  # fmt: skip
 _register("drgrpo", HOOKS, summary="Dr.GRPO: no std division, constant normaliser",
           preset={"loss": {"advantage": "drgrpo", "aggregation": "seq_sum_constant"}})  # fmt: skip
-_register("cispo", HOOKS, summary="CISPO: IS weight clipped above at 6 (PAEC's baseline)",
+_register("cispo", HOOKS, summary="CISPO as PAEC's baseline ran it in verl: IS weight clipped to [1, 6]",
           preset={"loss": {"policy_loss": "cispo"}})  # fmt: skip
 _register("clip_cov", HOOKS, summary="Clip-Cov (verl's loss: no dual clip)",
           preset={"loss": {"policy_loss": "clip_cov", "dual_clip": None}})  # fmt: skip
