@@ -72,7 +72,7 @@ class AEPOConfig:
         False, "Appendix H: count only positions whose sampled token is a trigger word."
     )
     trigger_words: tuple[str, ...] = option((), "The trigger vocabulary when use_trigger_vocab is on.")
-    # every algorithm reads the two bucket fractions: they split each step's solve-rate metrics by difficulty
+    # read by every algorithm: the buckets split each step's solve-rate metrics by difficulty
     easy_pass_frac: float = option(
         0.75, "Easy iff n_correct >= ceil(0.75 n) (6 of 8, eq. 10).", every_algorithm=True
     )
@@ -215,12 +215,10 @@ def _window_span(window: int, mode: str) -> tuple[int, int]:
 def full_window_starts(mask: torch.Tensor, window: int = 4, mode: str = "paper") -> torch.Tensor:
     """Bool [N, T]: response positions whose whole window lies inside the response (``end_rule="full"``).
 
-    Eq. 12 writes H̄_{t:w} = (1/w) Σ_{τ=t}^{t+w-1} H_τ and eq. 13 sums its indicator over t = 1..L, so the
-    last w − 1 terms would need entropies past the response; the paper does not say what happens there. This
-    rule is our reading (eq. 12's w-token mean taken as the definition): only t ≤ L − w + 1 start a window.
-    Under the "shrink" rule the last w − 1 positions average fewer tokens, so their mean has a larger variance
-    and crosses a high threshold more often (docs/methods.md gives the measured rates). Response tokens are a
-    valid prefix.
+    Eq. 12 writes H̄_{t:w} = (1/w) Σ_{τ=t}^{t+w-1} H_τ and eq. 13 sums t = 1..L, saying nothing of the last
+    w − 1 positions; our reading takes the w-token mean as the definition, so only t ≤ L − w + 1 start one.
+    Under "shrink" those positions average fewer tokens, so their mean varies more and crosses a high
+    threshold more often (docs/methods.md gives the measured rates). Response tokens are a valid prefix.
     """
     _, last = _window_span(window, mode)
     lengths = mask.bool().sum(1, keepdim=True)

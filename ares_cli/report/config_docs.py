@@ -42,8 +42,10 @@ HEADER = """# Configuration reference
 Every stage reads a typed config with one precedence rule: dataclass defaults < YAML (`--config FILE`, the
 whole file or its `<stage>:` section) < `--set key=value` (repeatable) < explicit flags such as `--lr`.
 Nested sections are addressed with dots (`--set aepo.window=8`); an unknown key is an error that lists the
-valid ones. `--set` values are YAML scalars, except that `on`/`off`/`yes`/`no` stay strings (a bool key
-still reads them as true/false).
+valid ones, a name (`--algo`, `loss.policy_loss`, ...) must be a registered one (the tables that close the
+`rl` section), and a constant that the chosen loss, estimator or algorithm does not read is refused: all of
+it when the config resolves, before any data or model is loaded (exit 2). `--set` values are YAML scalars,
+except that `on`/`off`/`yes`/`no` stay strings (a bool key still reads them as true/false).
 """
 
 
