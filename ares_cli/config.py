@@ -4,12 +4,14 @@ Every field carries its paper default and a one-line ``help`` in ``field(metadat
 field may declare its valid range (``option(8, "...", ge=1, le=4096)``). Unknown keys are rejected with the
 list of valid ones; nested dataclasses are addressed with dotted keys (``aepo.window=4``). A resolved config
 is checked once, before any stage does work: every float is finite, every bounded field lies in its range,
-and a dataclass may add cross-field rules in a ``check(self)`` method (each failure is a UsageError, exit 2).
+a field with ``choices`` (a registry of names, or a tuple) holds one of them, and a dataclass may add
+cross-field rules in a ``check(self)`` method (each failure is a UsageError, exit 2).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import types
 import typing
@@ -43,16 +45,21 @@ def option(
     gt: float | None = None,
     le: float | None = None,
     lt: float | None = None,
+    choices: Any = None,
     **kwargs: Any,
 ) -> Any:
-    """A dataclass field with a default, a one-line description and an optional valid range.
+    """A dataclass field with a default, a one-line description and an optional valid range or set of names.
 
     ``ge``/``gt``/``le``/``lt`` bound a numeric field (None values are exempt: they mean "unset");
-    :func:`check` enforces them when a config is resolved.
+    ``choices`` is what the value must be one of: a tuple, or a registry (anything with ``names()`` and a
+    ``kind``), read when the config is checked, so names registered later count. :func:`check` enforces
+    both when a config is resolved, and :func:`describe` lists the choices in the field's help.
     """
     bounds = {name: v for name, v in zip(_BOUNDS, (ge, gt, le, lt), strict=True) if v is not None}
     if bounds:
         kwargs["bounds"] = bounds
+    if choices is not None:
+        kwargs["choices"] = choices
     if isinstance(default, (list, dict, set)) or dataclasses.is_dataclass(default):
         factory = (lambda d=default: type(d)(d)) if not dataclasses.is_dataclass(default) else type(default)
         return dataclasses.field(default_factory=factory, metadata={"help": help, **kwargs})
@@ -158,7 +165,10 @@ def _apply(obj: Any, updates: dict[str, Any], prefix: str = "") -> Any:
             changes[name] = _apply(current, value, prefix=f"{key}.")
         else:
             changes[name] = _coerce(value, hints[name], key)
-    return dataclasses.replace(obj, **changes)
+    try:
+        return dataclasses.replace(obj, **changes)
+    except UsageError as err:  # a section that validates itself on construction names its own keys
+        raise UsageError(str(err).replace("config key '", f"config key '{prefix}", 1)) from None
 
 
 def parse_sets(pairs: list[str]) -> dict[str, Any]:
@@ -281,16 +291,40 @@ def _out_of_range(value: float, bounds: dict[str, float]) -> bool:
     )
 
 
-def check(config: Any, prefix: str = "") -> None:
-    """Validate a config tree: finite floats, declared ranges, then each section's ``check()`` rules.
+def choice_names(choices: Any) -> list[str]:
+    """The names a ``choices`` declaration allows (a registry's, in its order, or the tuple itself)."""
+    return list(choices.names()) if hasattr(choices, "names") else [str(c) for c in choices]
 
-    Raises a UsageError (exit 2) naming the dotted key, its value and the valid range.
+
+def check_choice(value: Any, choices: Any, key: str) -> None:
+    """``value`` is one of ``choices`` (None means unset), else a UsageError naming the key and every choice."""
+    names = choice_names(choices)
+    if value is None or value in names:
+        return
+    kind = getattr(choices, "kind", "value")
+    raise UsageError(
+        f"config key '{key}': unknown {kind} {value!r}; valid: {', '.join(names)}{did_you_mean(value, names)}"
+    )
+
+
+def did_you_mean(value: Any, names: list[str]) -> str:
+    """`` (did you mean 'x'?)`` for the name in ``names`` nearest to ``value``, or ``""``."""
+    match = difflib.get_close_matches(str(value), names, n=1, cutoff=0.6)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def check(config: Any, prefix: str = "") -> None:
+    """Validate a config tree: finite floats, declared ranges and choices, then each section's ``check()``.
+
+    Raises a UsageError (exit 2) naming the dotted key, its value and what it may be.
     """
     for f in dataclasses.fields(config):
         value, key = getattr(config, f.name), f"{prefix}{f.name}"
         if dataclasses.is_dataclass(value):
             check(value, prefix=f"{key}.")
             continue
+        if f.metadata.get("choices") is not None:
+            check_choice(value, f.metadata["choices"], key)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if isinstance(value, float) and not math.isfinite(value):
@@ -332,7 +366,8 @@ def _jsonable(value: Any) -> Any:
 def describe(cls: type) -> list[tuple[str, Any, str]]:
     """(dotted key, default, help) for every field, recursively: the reference table for docs and --help.
 
-    A bounded field's help ends with its valid range, e.g. ``Samples per problem. Range: >= 1, <= 4096.``
+    A bounded field's help ends with its valid range, e.g. ``Samples per problem. Range: >= 1, <= 4096.``,
+    a field with choices with the names registered when it is described (``One of: a, b.``).
     """
     rows = []
     for f in dataclasses.fields(cls):
@@ -343,5 +378,7 @@ def describe(cls: type) -> list[tuple[str, Any, str]]:
             help_text = f.metadata.get("help", "")
             if f.metadata.get("bounds"):
                 help_text = f"{help_text} Range: {range_text(f.metadata['bounds'])}."
+            if f.metadata.get("choices") is not None:
+                help_text = f"{help_text} One of: {', '.join(choice_names(f.metadata['choices']))}."
             rows.append((f.name, default, help_text))
     return rows

@@ -100,7 +100,7 @@ def test_registry_contract():
     assert reg.get("a") is a and "a" in reg and reg.names() == ["a"] and len(reg) == 1
     with pytest.raises(ValueError, match="duplicate"):
         reg.register("a")(lambda: 2)
-    with pytest.raises(UsageError, match="unknown widget 'b'; valid names: a"):
+    with pytest.raises(UsageError, match="unknown widget 'b'; valid: a"):
         reg.get("b")
     assert set(ADVANTAGES.names()) == {
         "grpo",
@@ -109,3 +109,12 @@ def test_registry_contract():
         "group_mean_centred_std",
         "reinforce_pp_baseline",
     }
+
+
+@pytest.mark.parametrize("kind", ["grpo", "drgrpo", "group_mean_batch_std", "group_mean_centred_std"])
+def test_all_equal_non_dyadic_groups_get_exactly_zero(kind):
+    """Group statistics in float64: 8 rewards of 0.7 (or 0.9) have no float32 residue that a tiny std would
+    blow up into a spurious advantage (float32 leaves 0.056 for every member, verl's loop's value)."""
+    rewards = torch.tensor([0.7] * 8 + [0.9] * 8 + [1.0, 0.0] * 4)
+    adv, m = compute_advantages(kind, rewards, group_size=8)
+    assert adv[:16].abs().max().item() == 0.0 and m["zero_variance_group_frac"] == pytest.approx(2 / 3)

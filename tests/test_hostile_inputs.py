@@ -306,9 +306,9 @@ REFUSED_EARLY = [
     ("empty-stop", ["eval", "--data", "toy-test", "--model", "{toy}", "--set", "stop=['']"], 2,
      ["config key 'stop': every stop string must be non-empty, got ['']"]),
     ("rl-clip-low-negative", ["rl", "--data", "toy-train", "--model", "{toy}", "--set", "loss.clip_low=-1"], 2,
-     ["clip_low, clip_high and cispo_eps_high must be >= 0, got -1.0"]),
+     ["config key 'loss.clip_low': -1.0 is out of range (must be >= 0)"]),
     ("rl-dual-clip-below-one", ["rl", "--data", "toy-train", "--model", "{toy}", "--set", "loss.dual_clip=0.5"], 2,
-     ["dual_clip must be > 1, got 0.5"]),
+     ["config key 'loss.dual_clip': 0.5 is out of range (must be > 1)"]),
 ]  # fmt: skip
 
 

@@ -173,6 +173,27 @@ def test_kl_cov_hand_computed():
     assert m["kl_cov_frac"] == 0.25
 
 
+@pytest.mark.parametrize("name", ["clip_cov", "kl_cov"])
+def test_default_ratio_still_selects_one_token(name):
+    """max(1, floor(2e-4 n)): with the PAEC baselines' ratio a 12-token batch still has one token selected."""
+    old = torch.full((2, 6), -1.0)
+    lp = old + torch.tensor([[0.1, -0.1, 0.05, 0.0, 0.02, -0.03], [0.0, 0.1, -0.2, 0.1, 0.0, 0.0]])
+    adv = torch.tensor([3.0, -3.0])
+    extras = LossExtras(generator=torch.Generator().manual_seed(0))
+    cfg = PolicyLossConfig(clip_cov_lb=-100.0, clip_cov_ub=100.0)  # every token in the band
+    _, m = policy_loss(name, lp, old, adv, torch.ones(2, 6), config=cfg, aggregation=None, extras=extras)
+    assert m[f"{name}_frac"] == pytest.approx(1 / 12)
+
+
+def test_top_entropy_quantile_interpolates():
+    """The quantile rule's threshold interpolates between the order statistics (TRL's torch.quantile): with
+    5 values and frac 0.3 the 0.7-quantile lies between the 3rd and 4th, so the top 2 are kept, not 3."""
+    ent = torch.tensor([[0.1, 0.5, 0.2, 0.4, 0.3]])
+    keep = top_entropy_mask(ent, torch.ones(1, 5), 0.3, "quantile")
+    assert keep[0].tolist() == [False, True, False, True, False]
+    assert keep[0].tolist() == (ent[0] >= torch.quantile(ent[0], 0.7)).tolist()
+
+
 def test_top_entropy_mask_8020():
     ent = torch.arange(10.0).view(1, 10)
     mask = torch.ones(1, 10)
@@ -227,5 +248,5 @@ def test_config_validation():
         PolicyLossConfig(dual_clip=0.5)
     with pytest.raises(UsageError):
         PolicyLossConfig(top_entropy_frac=0.0)
-    with pytest.raises(UsageError, match="valid names"):
+    with pytest.raises(UsageError, match="valid: "):
         policy_loss("nope", None, None, None, None, config=CFG, aggregation=None)

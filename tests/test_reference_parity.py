@@ -1,6 +1,7 @@
 """Where the reference code is the reference (verl's core_algos, TRL's GRPOTrainer): Clip-Cov's candidate set
-and its missing dual clip, the KL estimators' clamps, the batch-level advantage readings, and masking by
-select. Every expected value below is computed by hand from the formulas in the docstrings."""
+and its missing dual clip, CISPO as PAEC's baseline ran it in verl, the KL estimators' clamps, the batch-level
+advantage readings, and masking by select (loss and gradient). Every expected value below is computed by hand
+from the formulas in the docstrings, or from the reference's formula re-implemented here."""
 
 from __future__ import annotations
 
@@ -182,3 +183,100 @@ def test_non_finite_logprobs_under_the_mask_do_not_reach_policy_or_kl_loss():
     kl, km = kl_loss(lp, ref, mask, aggregation=agg, kind="k3")
     assert kl.item() == pytest.approx((math.exp(-0.5) + 0.5 - 1) / 3)
     assert math.isfinite(km["kl_k3"])
+
+
+# ---- CISPO: PAEC's baseline as verl runs it -------------------------------------------------------------
+def verl_cispo(old, lp, adv, mask, clip_ratio_low, clip_ratio_high):
+    """verl's ``compute_policy_loss_cispo`` formula, re-implemented: the log-ratio clamped to +-20, the weight
+    clamp(r, 1 - clip_ratio_low, 1 + clip_ratio_high), detached, times -A log pi, token-mean."""
+    ratio = (lp - old).clamp(-20.0, 20.0).exp()
+    weight = ratio.clamp(1 - clip_ratio_low, 1 + clip_ratio_high).detach()
+    per_token = -weight * adv * lp
+    return (per_token * mask).sum() / mask.sum(), per_token
+
+
+def _cispo_inputs(seed=0, n=16, t=24):
+    g = torch.Generator().manual_seed(seed)
+    old = -torch.rand(n, t, generator=g) * 4 - 0.05  # log-probs in (-4.05, -0.05)
+    lp = old + torch.randn(n, t, generator=g) * 0.6  # ratios from about 0.1 to 10
+    adv = torch.randn(n, 1, generator=g).expand(n, t)
+    mask = (torch.rand(n, t, generator=g) > 0.2).float()
+    return old, lp, adv, mask
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_cispo_default_is_verl_with_paec_settings(seed):
+    """PAEC app. B: eps_low = 0, eps_high = 5, run in verl -> weights clipped to [1, 6]: ``--algo cispo``'s
+    default equals verl's formula to float32 rounding; MiniMax-M1's reading (no lower bound) does not."""
+    from ares_cli.training.rl.config import resolve_rl_config
+
+    old, lp, adv, mask = _cispo_inputs(seed)
+    agg = Aggregation.from_mask("token_mean", mask)
+    ref, ref_tok = verl_cispo(old, lp, adv, mask, 0.0, 5.0)
+    x = lp.clone().requires_grad_(True)
+    got, _ = policy_loss("cispo", x, old, adv, mask, config=resolve_rl_config(sets=["algo=cispo"]).loss,
+                         aggregation=agg)  # fmt: skip
+    assert abs(got.item() - ref.item()) <= 1e-7
+    got.backward()
+    y = lp.clone().requires_grad_(True)
+    verl_cispo(old, y, adv, mask, 0.0, 5.0)[0].backward()
+    assert (x.grad - y.grad).abs().max().item() <= 1e-7
+    minimax, _ = policy_loss("cispo", lp, old, adv, mask, aggregation=agg, config=resolve_rl_config(
+        sets=["algo=cispo", "loss.cispo_eps_low=null"]).loss)  # fmt: skip
+    assert abs(minimax.item() - ref.item()) > 1e-3  # the readings differ wherever r < 1 carries weight
+    assert float((ref_tok * mask).abs().sum()) > 0
+
+
+# ---- a NaN at a padded position reaches no gradient ------------------------------------------------------
+def _poisoned(shape=(2, 4)):
+    """Inputs whose padded positions hold NaN / inf (a backend's fill value), and their mask."""
+    g = torch.Generator().manual_seed(3)
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    pad = ~mask.bool()
+
+    def poison(x, value):
+        return torch.where(pad, torch.full_like(x, value), x)
+
+    old = -torch.rand(shape, generator=g, dtype=torch.float64) - 0.1
+    lp = poison(old + torch.randn(shape, generator=g, dtype=torch.float64) * 0.3, float("nan"))
+    return {"lp": lp, "old": poison(old, float("-inf")), "ref": poison(old, float("nan")), "mask": mask,
+            "adv": poison(torch.randn(shape, generator=g, dtype=torch.float64), float("nan")),
+            "entropy": poison(torch.rand(shape, generator=g, dtype=torch.float64), float("inf")),
+            "weights": poison(torch.rand(shape, generator=g, dtype=torch.float64), float("nan"))}  # fmt: skip
+
+
+CASES = [(name, extra) for name in ("ppo", "cispo", "clip_cov", "kl_cov", "gspo_token")
+         for extra in ("plain", "entropy_bonus", "token_weights", "per_token")]  # fmt: skip
+
+
+@pytest.mark.parametrize("name,extra", CASES)
+def test_nan_under_the_mask_reaches_no_policy_gradient(name, extra):
+    d = _poisoned()
+    lp = d["lp"].clone().requires_grad_(True)
+    ent = d["entropy"].clone().requires_grad_(True)
+    extras = LossExtras(generator=torch.Generator().manual_seed(0))
+    cfg = PolicyLossConfig(clip_cov_ratio=0.5)
+    if extra == "entropy_bonus":
+        extras.entropy, cfg = ent, PolicyLossConfig(clip_cov_ratio=0.5, entropy_coef=0.1)
+    if extra == "token_weights":
+        extras.token_weights = d["weights"]
+    agg = None if extra == "per_token" else Aggregation.from_mask("seq_mean_token_mean", d["mask"])
+    loss, _ = policy_loss(name, lp, d["old"], d["adv"], d["mask"], config=cfg, aggregation=agg, extras=extras)
+    loss.sum().backward()
+    pad = ~d["mask"].bool()
+    assert torch.isfinite(loss).all(), (name, extra)
+    assert torch.isfinite(lp.grad).all() and lp.grad[pad].abs().sum() == 0, (name, extra, lp.grad)
+    if extra == "entropy_bonus":
+        assert torch.isfinite(ent.grad).all() and ent.grad[pad].abs().sum() == 0
+
+
+@pytest.mark.parametrize("kind", ["k1", "k2", "k3"])
+def test_nan_under_the_mask_reaches_no_kl_gradient(kind):
+    d = _poisoned()
+    lp = d["lp"].clone().requires_grad_(True)
+    loss, _ = kl_loss(lp, d["ref"], d["mask"], aggregation=Aggregation.from_mask("token_mean", d["mask"]),
+                      kind=kind, weights=d["weights"])  # fmt: skip
+    loss.backward()
+    assert (
+        torch.isfinite(loss) and torch.isfinite(lp.grad).all() and lp.grad[~d["mask"].bool()].abs().sum() == 0
+    )

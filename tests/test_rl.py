@@ -56,7 +56,9 @@ def test_presets_and_precedence(tmp_path):
         "token_mean",
     )
     assert resolve_rl_config(yaml_path=yaml, flags={"algo": "grpo"}).loss.aggregation == "seq_mean_token_mean"
-    assert resolve_rl_config(sets=["aepo.window=6"]).aepo.window == 6
+    assert resolve_rl_config(sets=["algo=aepo", "aepo.window=6"]).aepo.window == 6
+    with pytest.raises(UsageError, match="algorithm 'grpo' does not read the aepo section"):
+        resolve_rl_config(sets=["aepo.window=6"])
     with pytest.raises(UsageError, match="valid: .*aepo"):
         resolve_rl_config(sets=["algo=nope"])
     with pytest.raises(UsageError, match="unknown config key"):
@@ -86,7 +88,7 @@ def test_registry_lists_valid_names():
     assert {"aepo", "paec", "grpo"} <= set(ALGORITHMS.names())
     with pytest.raises(ValueError, match="duplicate"):
         ALGORITHMS.register("grpo")(Algorithm)
-    with pytest.raises(UsageError, match="valid names"):
+    with pytest.raises(UsageError, match="valid: "):
         ALGORITHMS.get("nope")
 
 
@@ -150,7 +152,7 @@ def test_preset_runs_end_to_end(algo, tiny_model_dir, tmp_path):
     AutoModelForCausalLM.from_pretrained(tmp_path / "model")
 
 
-def test_hooks_drive_the_trainer(tiny_model_dir, tmp_path, monkeypatch):
+def test_hooks_drive_the_trainer(tiny_model_dir, tmp_path):
     """A custom algorithm registered by name changes rewards, KL weights and the loss through the hooks."""
     from ares_cli.training.rl.algos import Algorithm
     from ares_cli.training.rl.config import PRESETS
@@ -179,9 +181,13 @@ def test_hooks_drive_the_trainer(tiny_model_dir, tmp_path, monkeypatch):
             calls.append("after_step")
             return {}
 
-    monkeypatch.setitem(ALGORITHMS._items, "probe", Probe)  # removed again after the test
-    monkeypatch.setitem(PRESETS, "probe", {})
-    _train(_cfg("algo=probe", "steps=1"), tiny_model_dir, tmp_path)
+    ALGORITHMS.register("probe", Probe)
+    try:
+        assert PRESETS["probe"] == {}  # the presets are read from the registry
+        _train(_cfg("algo=probe", "steps=1"), tiny_model_dir, tmp_path)
+    finally:
+        ALGORITHMS.unregister("probe")
+    assert "probe" not in PRESETS
     row = _rows(tmp_path / "metrics.jsonl")[0]
     assert calls[:3] == ["prepare", "rewards", "kl_weights"] and calls[-1] == "after_step"
     assert row["probe/rows"] == 8 and row["probe/extra"] == 1.0 and row["kl_weight_mean"] == 0.0

@@ -3,7 +3,8 @@
 Every estimator has one signature::
 
     fn(rewards [N], *, group_ids [N] | None = None, group_size: int | None = None, eps=1e-6,
-       std="unbiased", lengths [N] | None = None, reduce=None) -> (advantages [N] float32, metrics)
+       std="unbiased", lengths [N] | None = None, reduce=None, singleton="zero")
+        -> (advantages [N] float32, metrics)
 
 Give either ``group_ids`` (any integer labels, groups need not be contiguous) or ``group_size`` (responses
 of one prompt are contiguous, N divisible by it). ``lengths`` are the responses' trained token counts (the
@@ -29,26 +30,54 @@ a rank, so the group-level ones need no reduction. Estimators:
 A group whose rewards are all equal gets A = 0 under ``grpo``, ``drgrpo``, ``group_mean_batch_std`` and
 ``group_mean_centred_std`` (``reinforce_pp_baseline`` shifts by the token mean, so such a group gets -mu /
 sigma, as verl's does); ``zero_variance_group_frac`` logs how many such groups the batch had.
+
+A group of one response (only a library call meets one: ``ares rl`` samples G >= 2) has no baseline of its
+own. ``singleton="zero"`` (default) centres it on its own reward: c = 0, A = 0. ``singleton="verl"`` gives it
+verl's mean 0 and std 1: c = r, so ``grpo`` gives r / (1 + eps), ``drgrpo`` r, and ``reinforce_pp_baseline``
+whitens r with the batch (verl's ``compute_grpo_outcome_advantage`` and REINFORCE++-baseline). TRL refuses
+G < 2 (``GRPOConfig`` raises), so it has no reading of its own.
+
+Each estimator is declared once, by its ``ADVANTAGES.register`` line (:class:`AdvantageEntry`): which of
+``eps`` / ``std`` it reads (a config that sets one it ignores is a usage error) and whether it needs lengths.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from ares_cli.algorithms.registry import Registry
+from ares_cli.algorithms.registry import Entry, Registry
 from ares_cli.errors import UsageError
 
 __all__ = [
-    "ADVANTAGES", "STD_KINDS", "group_index", "group_moments", "grpo", "drgrpo", "group_mean_batch_std",
+    "ADVANTAGES", "AdvantageEntry", "STD_KINDS", "SINGLETON_RULES", "group_index", "group_moments", "grpo", "drgrpo", "group_mean_batch_std",
     "group_mean_centred_std", "reinforce_pp_baseline", "compute_advantages"
 ]  # fmt: skip
 
-ADVANTAGES: Registry = Registry("advantage estimator")
 STD_KINDS = ("unbiased", "biased")
+SINGLETON_RULES = ("zero", "verl")
+
+
+@dataclass(frozen=True)
+class AdvantageEntry(Entry):
+    """A registered estimator: ``reads`` which of its keywords ``eps`` / ``std`` it uses (the others only
+    shape logged metrics, or nothing); ``needs_lengths``: it takes the responses' token counts."""
+
+    reads: tuple[str, ...] = ()
+    needs_lengths: bool = False
+
+    def __post_init__(self):
+        if not set(self.reads) <= {"eps", "std"}:
+            raise ValueError(
+                f"advantage estimator {self.name!r}: reads must name eps and/or std, got {self.reads}"
+            )
+
+
+ADVANTAGES: Registry[AdvantageEntry] = Registry("advantage estimator", entry=AdvantageEntry)
 Reduce = Callable[[Tensor], Tensor]  # sum over ranks
 
 
@@ -66,15 +95,27 @@ def group_index(n: int, group_ids: Tensor | None, group_size: int | None, device
     return inverse, int(uniq.numel())
 
 
-def group_moments(r: Tensor, idx: Tensor, g: int, std: str) -> tuple[Tensor, Tensor, Tensor]:
-    """Per-group count, mean and std ([G] each); std of a one-element group is 0 (either kind)."""
+def group_moments(
+    r: Tensor, idx: Tensor, g: int, std: str, singleton: str = "zero"
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Per-group count, mean and std ([G] each); a one-element group has std 0 (either kind) and mean r, or,
+    with ``singleton="verl"``, mean 0 and std 1."""
     if std not in STD_KINDS:
         raise UsageError(f"std must be one of {STD_KINDS}, got {std!r}")
+    if singleton not in SINGLETON_RULES:
+        raise UsageError(f"singleton must be one of {SINGLETON_RULES}, got {singleton!r}")
     count = torch.zeros(g, dtype=r.dtype, device=r.device).index_add_(0, idx, torch.ones_like(r))
     mean = torch.zeros(g, dtype=r.dtype, device=r.device).index_add_(0, idx, r) / count
     sq = torch.zeros(g, dtype=r.dtype, device=r.device).index_add_(0, idx, (r - mean[idx]) ** 2)
     denom = (count - 1).clamp(min=1) if std == "unbiased" else count
-    return count, mean, (sq / denom).sqrt()
+    gstd = (sq / denom).sqrt()
+    if singleton == "verl":
+        one = count == 1
+        mean, gstd = (
+            torch.where(one, torch.zeros_like(mean), mean),
+            torch.where(one, torch.ones_like(gstd), gstd),
+        )
+    return count, mean, gstd
 
 
 def _prepare(rewards: Tensor, group_ids, group_size) -> tuple[Tensor, Tensor, int]:
@@ -99,7 +140,7 @@ def _metrics(r: Tensor, adv: Tensor, count: Tensor, gstd: Tensor) -> dict[str, f
     }
 
 
-@ADVANTAGES.register("grpo")
+@ADVANTAGES.register("grpo", reads=("eps", "std"), summary="(r - group mean) / (group std + eps) (GRPO)")
 def grpo(
     rewards: Tensor,
     *,
@@ -109,16 +150,18 @@ def grpo(
     std: str = "unbiased",
     lengths: Tensor | None = None,
     reduce: Reduce | None = None,
+    singleton: str = "zero",
 ) -> tuple[Tensor, dict[str, float]]:
     """GRPO outcome advantage A_i = (r_i - mean_g) / (std_g + eps), std Bessel-corrected by default."""
     r, idx, g = _prepare(rewards, group_ids, group_size)
-    count, mean, gstd = group_moments(r, idx, g, std)
+    count, mean, gstd = group_moments(r, idx, g, std, singleton)
     adv = (r - mean[idx]) / (gstd[idx] + eps)
-    adv = torch.where(count[idx] < 2, torch.zeros_like(adv), adv)
+    if singleton == "zero":
+        adv = torch.where(count[idx] < 2, torch.zeros_like(adv), adv)
     return adv.float(), _metrics(r, adv, count, gstd)
 
 
-@ADVANTAGES.register("drgrpo")
+@ADVANTAGES.register("drgrpo", summary="r - group mean (Dr.GRPO)")
 def drgrpo(
     rewards: Tensor,
     *,
@@ -128,10 +171,11 @@ def drgrpo(
     std: str = "unbiased",
     lengths: Tensor | None = None,
     reduce: Reduce | None = None,
+    singleton: str = "zero",
 ) -> tuple[Tensor, dict[str, float]]:
     """Dr.GRPO advantage A_i = r_i - mean_g (``eps`` and ``std`` only affect the logged metrics)."""
     r, idx, g = _prepare(rewards, group_ids, group_size)
-    count, mean, gstd = group_moments(r, idx, g, std)
+    count, mean, gstd = group_moments(r, idx, g, std, singleton)
     adv = r - mean[idx]
     return adv.float(), _metrics(r, adv, count, gstd)
 
@@ -153,7 +197,11 @@ def _batch_std(x: Tensor, weights: Tensor, std: str, reduce: Reduce | None) -> t
     )
 
 
-@ADVANTAGES.register("group_mean_batch_std")
+@ADVANTAGES.register(
+    "group_mean_batch_std",
+    reads=("eps", "std"),
+    summary="(r - group mean) / (batch std of the raw rewards + eps) (Lite PPO; TRL scale_rewards=batch)",
+)
 def group_mean_batch_std(
     rewards: Tensor,
     *,
@@ -163,16 +211,21 @@ def group_mean_batch_std(
     std: str = "unbiased",
     lengths: Tensor | None = None,
     reduce: Reduce | None = None,
+    singleton: str = "zero",
 ) -> tuple[Tensor, dict[str, float]]:
     """Lite PPO / TRL ``scale_rewards="batch"``: (r_i - mean_g) / (std of the raw rewards over the batch + eps)."""
     r, idx, g = _prepare(rewards, group_ids, group_size)
-    count, mean, gstd = group_moments(r, idx, g, std)
+    count, mean, gstd = group_moments(r, idx, g, std, singleton)
     _, bstd = _batch_std(r, torch.ones_like(r), std, reduce)
     adv = (r - mean[idx]) / (bstd + eps)
     return adv.float(), _metrics(r, adv, count, gstd) | {"batch_std": float(bstd)}
 
 
-@ADVANTAGES.register("group_mean_centred_std")
+@ADVANTAGES.register(
+    "group_mean_centred_std",
+    reads=("eps", "std"),
+    summary="(r - group mean) / (batch std of the centred rewards + eps) (ours)",
+)
 def group_mean_centred_std(
     rewards: Tensor,
     *,
@@ -182,17 +235,23 @@ def group_mean_centred_std(
     std: str = "unbiased",
     lengths: Tensor | None = None,
     reduce: Reduce | None = None,
+    singleton: str = "zero",
 ) -> tuple[Tensor, dict[str, float]]:
     """Ours: c_i = r_i - mean_g divided by the std of c over the batch, plus eps."""
     r, idx, g = _prepare(rewards, group_ids, group_size)
-    count, mean, gstd = group_moments(r, idx, g, std)
+    count, mean, gstd = group_moments(r, idx, g, std, singleton)
     c = r - mean[idx]
     _, bstd = _batch_std(c, torch.ones_like(c), std, reduce)
     adv = c / (bstd + eps)
     return adv.float(), _metrics(r, adv, count, gstd) | {"batch_std": float(bstd)}
 
 
-@ADVANTAGES.register("reinforce_pp_baseline")
+@ADVANTAGES.register(
+    "reinforce_pp_baseline",
+    reads=("eps",),
+    needs_lengths=True,
+    summary="r - group mean, whitened over the batch's tokens (verl's REINFORCE++-baseline)",
+)
 def reinforce_pp_baseline(
     rewards: Tensor,
     *,
@@ -202,6 +261,7 @@ def reinforce_pp_baseline(
     std: str = "unbiased",
     lengths: Tensor | None = None,
     reduce: Reduce | None = None,
+    singleton: str = "zero",
 ) -> tuple[Tensor, dict[str, float]]:
     """verl's REINFORCE++-baseline: group-centred rewards whitened over the batch's tokens (module docstring).
     ``std`` is ignored: verl's whitening is Bessel-corrected over tokens."""
@@ -210,7 +270,7 @@ def reinforce_pp_baseline(
     r, idx, g = _prepare(rewards, group_ids, group_size)
     if lengths.shape != r.shape:
         raise UsageError(f"lengths shape {tuple(lengths.shape)} != rewards shape {tuple(r.shape)}")
-    count, mean, gstd = group_moments(r, idx, g, std)
+    count, mean, gstd = group_moments(r, idx, g, std, singleton)
     c = r - mean[idx]
     mu, sigma = _batch_std(c, lengths.to(r.dtype), "unbiased", reduce)
     adv = (c - mu) / torch.sqrt(sigma**2 + eps)

@@ -72,8 +72,13 @@ class AEPOConfig:
         False, "Appendix H: count only positions whose sampled token is a trigger word."
     )
     trigger_words: tuple[str, ...] = option((), "The trigger vocabulary when use_trigger_vocab is on.")
-    easy_pass_frac: float = option(0.75, "Easy iff n_correct >= ceil(0.75 n) (6 of 8, eq. 10).")
-    hard_pass_frac: float = option(0.25, "Hard iff n_correct <= floor(0.25 n) (2 of 8, eq. 10).")
+    # read by every algorithm: the buckets split each step's solve-rate metrics by difficulty
+    easy_pass_frac: float = option(
+        0.75, "Easy iff n_correct >= ceil(0.75 n) (6 of 8, eq. 10).", every_algorithm=True
+    )
+    hard_pass_frac: float = option(
+        0.25, "Hard iff n_correct <= floor(0.25 n) (2 of 8, eq. 10).", every_algorithm=True
+    )
     reward_shaping: bool = option(
         True, "Hierarchical entropy reward (sec. 3.2.2); false = plain accuracy reward (table 5 ablation)."
     )
@@ -210,8 +215,9 @@ def _window_span(window: int, mode: str) -> tuple[int, int]:
 def full_window_starts(mask: torch.Tensor, window: int = 4, mode: str = "paper") -> torch.Tensor:
     """Bool [N, T]: response positions whose whole window lies inside the response (``end_rule="full"``).
 
-    Eq. 12 defines H̄_{t:w} = (1/w) Σ_{τ=t}^{t+w-1} H_τ only for t ≤ L − w + 1; under the "shrink" rule the
-    last w − 1 positions average fewer tokens, so their mean has a larger variance and crosses a high
+    Eq. 12 writes H̄_{t:w} = (1/w) Σ_{τ=t}^{t+w-1} H_τ and eq. 13 sums t = 1..L, saying nothing of the last
+    w − 1 positions; our reading takes the w-token mean as the definition, so only t ≤ L − w + 1 start one.
+    Under "shrink" those positions average fewer tokens, so their mean varies more and crosses a high
     threshold more often (docs/methods.md gives the measured rates). Response tokens are a valid prefix.
     """
     _, last = _window_span(window, mode)

@@ -12,9 +12,15 @@ Modes (l the per-token loss, m the {0,1} mask, |o_i| = sum_t m_{i,t}):
   N_seq the global count of sequences (with at least one token, see :func:`local_counts`).
 - ``seq_sum_constant`` (Dr.GRPO): sum_{i,t} m l / (N_seq * L_max), L_max a constant (the generation budget).
 
+Each mode is declared once, by its ``AGGREGATIONS.register`` line (:class:`AggregationEntry`): a reduction
+``fn(masked [N, T], mask [N, T] float, agg) -> scalar`` of the per-token loss with padding already 0, and
+whether it needs the constant ``max_length``.
+
 Per-token weights (e.g. PAEC soft masks, AEPO's beta_{i,t}) multiply ``l`` before aggregation; they do not
 change the denominators. Padding is removed by a select (``torch.where``, as verl's ``masked_sum``), not by
-multiplying with the mask, so a NaN or inf at a padded position never reaches the loss or its gradient.
+multiplying with the mask, so a NaN or inf at a padded position never reaches the loss, and the gradient
+there is 0 (a loss that feeds this a NaN at padding keeps a NaN gradient upstream unless it also selects its
+inputs: the policy losses and the KL term do, see :func:`masked_inputs`).
 """
 
 from __future__ import annotations
@@ -24,11 +30,46 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ares_cli.algorithms.registry import Entry, Registry
 from ares_cli.errors import UsageError
 
-__all__ = ["AGGREGATION_MODES", "local_counts", "Aggregation", "masked_mean"]
+__all__ = [
+    "AGGREGATIONS", "AggregationEntry", "AGGREGATION_MODES", "local_counts", "Aggregation", "masked_mean", "select",
+    "masked_inputs"
+]  # fmt: skip
 
-AGGREGATION_MODES = ("token_mean", "seq_mean_token_mean", "seq_sum_constant")
+
+@dataclass(frozen=True)
+class AggregationEntry(Entry):
+    """A registered aggregation; ``needs_max_length``: it divides by the constant generation budget."""
+
+    needs_max_length: bool = False
+
+
+AGGREGATIONS: Registry[AggregationEntry] = Registry("loss aggregation", entry=AggregationEntry)
+
+
+@AGGREGATIONS.register("token_mean", summary="sum of the per-token loss / N_tok (DAPO's token-level loss)")
+def token_mean(masked: Tensor, m: Tensor, agg: Aggregation) -> Tensor:
+    return masked.sum() / max(agg.global_tokens, 1.0)
+
+
+@AGGREGATIONS.register(
+    "seq_mean_token_mean", summary="mean over sequences of each one's token mean (GRPO; ARES eq. 2)"
+)
+def seq_mean_token_mean(masked: Tensor, m: Tensor, agg: Aggregation) -> Tensor:
+    per_seq = masked.sum(-1) / m.sum(-1).clamp(min=1.0)
+    return per_seq.sum() / max(agg.global_sequences, 1.0)
+
+
+@AGGREGATIONS.register(
+    "seq_sum_constant", needs_max_length=True, summary="sum / (N_seq * L_max), L_max the budget (Dr.GRPO)"
+)
+def seq_sum_constant(masked: Tensor, m: Tensor, agg: Aggregation) -> Tensor:
+    return masked.sum() / (max(agg.global_sequences, 1.0) * float(agg.max_length))
+
+
+AGGREGATION_MODES = tuple(AGGREGATIONS.names())  # the built-in names (the registry holds any added later)
 
 
 def local_counts(mask: Tensor) -> dict[str, float]:
@@ -49,10 +90,8 @@ class Aggregation:
     max_length: int | None = None
 
     def __post_init__(self):
-        if self.mode not in AGGREGATION_MODES:
-            raise UsageError(f"unknown aggregation {self.mode!r}; valid: {', '.join(AGGREGATION_MODES)}")
-        if self.mode == "seq_sum_constant" and not (self.max_length and self.max_length > 0):
-            raise UsageError("seq_sum_constant needs max_length > 0 (the constant generation budget)")
+        if AGGREGATIONS.entry(self.mode).needs_max_length and not (self.max_length and self.max_length > 0):
+            raise UsageError(f"{self.mode} needs max_length > 0 (the constant generation budget)")
         if self.global_tokens < 0 or self.global_sequences < 0:
             raise UsageError("global counts must be >= 0")
 
@@ -71,16 +110,25 @@ class Aggregation:
         masked = torch.where(
             mask.bool(), per_token, torch.zeros((), dtype=per_token.dtype, device=per_token.device)
         )
-        if self.mode == "token_mean":
-            return masked.sum() / max(self.global_tokens, 1.0)
-        if self.mode == "seq_mean_token_mean":
-            per_seq = masked.sum(-1) / m.sum(-1).clamp(min=1.0)
-            return per_seq.sum() / max(self.global_sequences, 1.0)
-        return masked.sum() / (max(self.global_sequences, 1.0) * float(self.max_length))
+        return AGGREGATIONS.get(self.mode)(masked, m, self)
 
     def mean(self, values: Tensor, mask: Tensor) -> Tensor:
         """Same reduction, for logging a per-token quantity (entropy, kl) consistently with the loss."""
         return self(values, mask)
+
+
+def select(values: Tensor, keep: Tensor) -> Tensor:
+    """``values`` where ``keep``, 0 elsewhere (a select: NaN/inf outside ``keep`` never propagates)."""
+    return torch.where(keep.bool(), values, torch.zeros((), dtype=values.dtype, device=values.device))
+
+
+def masked_inputs(mask: Tensor, *tensors: Tensor | None) -> tuple:
+    """Each [N, T] tensor with its padded positions set to 0 by a select, before any arithmetic, so that
+    neither the loss nor the gradient there can be NaN ([N] tensors and None pass unchanged)."""
+    valid = mask.bool()
+    return tuple(
+        t if t is None or t.dim() != 2 or t.shape != valid.shape else select(t, valid) for t in tensors
+    )
 
 
 def masked_mean(values: Tensor, mask: Tensor) -> Tensor:

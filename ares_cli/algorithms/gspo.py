@@ -33,6 +33,7 @@ from ares_cli.algorithms.policy_loss_core import (
     clamp_log_ratio,
     finish,
     frac,
+    masked_inputs,
     select,
     token_advantages,
     token_ratio,
@@ -95,7 +96,11 @@ def _metrics(s: Tensor, low: Tensor, high: Tensor, mask: Tensor) -> dict[str, fl
     }
 
 
-@POLICY_LOSSES.register("gspo")
+@POLICY_LOSSES.register(
+    "gspo",
+    reads=("clip_low", "clip_high", "dual_clip"),
+    summary="GSPO: the clipped sequence ratio (Zheng et al. 2025 eq. 5)",
+)
 def gspo_loss(
     logprob,
     old_logprob,
@@ -107,6 +112,7 @@ def gspo_loss(
     extras: LossExtras | None = None,
 ):
     """GSPO (eq. 5): the clipped sequence surrogate of each row on each of its valid tokens."""
+    logprob, old_logprob, advantages = masked_inputs(mask, logprob, old_logprob, advantages)
     log_s = sequence_log_ratio(logprob, old_logprob, mask, config)
     s = log_s.exp()
     a = sequence_advantages(advantages, mask).to(s.dtype)
@@ -116,7 +122,11 @@ def gspo_loss(
     return finish(pg, mask, _metrics(s, low, high, mask), config, aggregation, extras, log_ratio, ratio)
 
 
-@POLICY_LOSSES.register("gspo_token")
+@POLICY_LOSSES.register(
+    "gspo_token",
+    reads=("clip_low", "clip_high", "dual_clip"),
+    summary="GSPO-token: the sequence ratio's value with each token's gradient (eq. 13-14)",
+)
 def gspo_token_loss(
     logprob,
     old_logprob,
@@ -128,6 +138,7 @@ def gspo_token_loss(
     extras: LossExtras | None = None,
 ):
     """GSPO-token (eq. 13-14): per token max(-A_{i,t} s_{i,t}, -A_{i,t} clip(s_{i,t})), s_{i,t} = s_i in value."""
+    logprob, old_logprob, advantages = masked_inputs(mask, logprob, old_logprob, advantages)
     log_s = sequence_log_ratio(logprob, old_logprob, mask, config).detach()
     s_tok = (log_s[:, None] + logprob - logprob.detach()).exp()
     a = token_advantages(advantages, s_tok)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ares_cli.algorithms.aggregation import Aggregation, masked_mean
+from ares_cli.algorithms.aggregation import Aggregation, masked_inputs, masked_mean
 from ares_cli.errors import UsageError
 
 __all__ = ["KL_ESTIMATORS", "kl_estimate", "kl_loss"]
@@ -67,7 +67,9 @@ def kl_loss(
 
     ``weights`` [N, T] (or broadcastable) are per-token factors, e.g. AEPO's beta_d * rho_t; ``None`` means 1.
     Returns the scalar loss to add to the policy loss and metrics (unweighted mean KL over valid tokens and
-    the weighted mean)."""
+    the weighted mean). Padded positions are set to 0 before any arithmetic, so a NaN there reaches neither
+    the loss nor the gradient."""
+    logprob, ref_logprob, weights = masked_inputs(mask, logprob, ref_logprob, weights)
     kl = kl_estimate(logprob, ref_logprob, kind=kind, clamp=clamp, log_ratio_clamp=log_ratio_clamp)
     w = (
         torch.ones_like(kl)

@@ -1,85 +1,157 @@
-"""What every policy loss shares: its constants (:class:`PolicyLossConfig`), optional per-token inputs
-(:class:`LossExtras`), the registry ``POLICY_LOSSES`` and the modifiers applied after the surrogate
-(:func:`finish`: top-entropy mask, token weights, entropy bonus, aggregation). The losses themselves live in
-:mod:`.policy_losses` (PPO, CISPO, Clip-Cov, KL-Cov) and :mod:`.gspo` (GSPO, GSPO-token).
+"""What every policy loss shares: its constants (:class:`PolicyLossConfig`, the one place they are declared),
+optional per-token inputs (:class:`LossExtras`), the registry ``POLICY_LOSSES`` and the modifiers applied after
+the surrogate (:func:`finish`: top-entropy mask, token weights, entropy bonus, aggregation). The losses themselves
+live in :mod:`.policy_losses` (PPO, CISPO, Clip-Cov, KL-Cov) and :mod:`.gspo` (GSPO, GSPO-token), the registry's
+providers, imported on its first lookup.
 
-Masking is by select (``torch.where``), never by multiplying with the mask: a NaN or inf at a padded
-position (a log-prob a backend filled in, an overflowed ratio) must not reach a loss or a metric.
+Each loss is declared once, by ``@POLICY_LOSSES.register(name, reads=..., micro_batch_statistics=...,
+summary=...)`` at its definition (:class:`PolicyLossEntry`): the loss-specific constants it reads (a set
+constant no chosen loss reads is a usage error when the config resolves) and whether it takes statistics over
+each call (then the default token budget plans micro-batches by rows, so the gradient does not depend on it).
+
+Masking is by select (``torch.where``), never by multiplying with the mask: a NaN or inf at a padded position
+(a log-prob a backend filled in, an overflowed ratio) must not reach a loss, a metric or a gradient. Every
+loss replaces its padded inputs by 0 before any arithmetic (:func:`masked_inputs`), so the gradient at a padded
+position is exactly 0 as well (a product such as 0 * exp(NaN) would be NaN there).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
 
-from ares_cli.algorithms.aggregation import Aggregation, masked_mean
-from ares_cli.algorithms.registry import Registry
-from ares_cli.config import option
+from ares_cli.algorithms.aggregation import Aggregation, masked_inputs, masked_mean, select
+from ares_cli.algorithms.registry import Entry, Registry
+from ares_cli.config import check, option
 from ares_cli.errors import UsageError
 
 __all__ = [
-    "POLICY_LOSSES", "TOP_ENTROPY_RULES", "ENTROPY_AGGREGATIONS", "PolicyLossConfig", "LossExtras", "select",
-    "token_ratio", "token_advantages", "top_entropy_mask", "finish"
+    "POLICY_LOSSES", "PolicyLossEntry", "TOP_ENTROPY_RULES", "ENTROPY_AGGREGATIONS", "ENTROPY_SCOPES",
+    "PolicyLossConfig", "LossExtras", "select", "masked_inputs", "token_ratio", "token_advantages",
+    "top_entropy_mask", "finish", "loss_constants", "takes_micro_batch_statistics"
 ]  # fmt: skip
 
-POLICY_LOSSES: Registry = Registry("policy loss")
 TOP_ENTROPY_RULES = ("ceil", "quantile")
 ENTROPY_AGGREGATIONS = ("loss", "token_mean")
+ENTROPY_SCOPES = ("all", "kept")
 
 
 @dataclass(frozen=True)
 class PolicyLossConfig:
     """Every constant of every policy loss, with the papers' defaults (GRPO/PAEC clip 0.2/0.2; CISPO,
-    Clip-Cov and KL-Cov as PAEC's baselines ran them). The single source of these defaults: the trainer's
-    ``LossConfig`` takes each shared field's default from here."""
+    Clip-Cov and KL-Cov as PAEC's baselines ran them in verl). The RL stage's ``loss`` section
+    (:class:`~ares_cli.training.rl.config.LossConfig`) is this class with the names of the loss, advantage
+    estimator and aggregation added, so each constant is declared here only. Fields marked ``every_loss``
+    are read by every loss (the shared modifiers); the others by the losses whose entry lists them."""
 
-    clip_low: float = option(0.2, "PPO ratio clip below 1 (eps_low; GSPO: 3e-4).")
+    clip_low: float = option(0.2, "PPO ratio clip below 1 (eps_low: 0.2; GSPO 3e-4).", ge=0.0)
     clip_high: float = option(
-        0.2, "PPO ratio clip above 1 (eps_high: 0.2; DAPO clip-higher 0.28; GSPO 4e-4)."
+        0.2, "PPO ratio clip above 1 (eps_high: 0.2; DAPO clip-higher 0.28; GSPO 4e-4).", ge=0.0
     )
-    dual_clip: float | None = option(3.0, "Dual-clip c on negative advantages (Ye et al. 2020; None = off).")
-    cispo_eps_low: float | None = option(None, "CISPO lower clip; None = one-sided as in MiniMax-M1.")
-    cispo_eps_high: float = option(5.0, "CISPO upper clip (PAEC baseline: 5.0).")
-    clip_cov_ratio: float = option(2e-4, "Clip-Cov fraction of valid tokens whose loss is zeroed.")
-    clip_cov_lb: float = option(1.0, "Clip-Cov covariance band lower bound.")
-    clip_cov_ub: float = option(5.0, "Clip-Cov covariance band upper bound.")
-    kl_cov_ratio: float = option(2e-4, "KL-Cov fraction of top-covariance tokens (PAEC baseline: 2e-4).")
-    kl_cov_coef: float = option(0.1, "KL-Cov coefficient of the |log-ratio| term (PAEC baseline: 0.1).")
-    entropy_coef: float = option(0.0, "Global entropy bonus: per-token loss -= entropy_coef * H_t.")
+    dual_clip: float | None = option(
+        3.0, "Dual-clip c on negative advantages (Ye et al. 2020; null = off).", gt=1.0
+    )
+    cispo_eps_low: float | None = option(
+        0.0,
+        "CISPO: IS weight clipped below at 1 - eps_low (PAEC app. B: 0, run in verl: weights in [1, 6]); "
+        "null = no lower bound (MiniMax-M1).",
+        ge=0.0,
+    )
+    cispo_eps_high: float = option(5.0, "CISPO: IS weight clipped above at 1 + eps_high (PAEC: 5.0).", ge=0.0)
+    clip_cov_ratio: float = option(
+        2e-4, "Clip-Cov fraction of valid tokens whose loss is zeroed (PAEC baseline: 2e-4).", ge=0.0, le=1.0
+    )
+    clip_cov_lb: float = option(1.0, "Clip-Cov covariance band lower bound (1.0).")
+    clip_cov_ub: float = option(5.0, "Clip-Cov covariance band upper bound (5.0).")
+    kl_cov_ratio: float = option(
+        2e-4, "KL-Cov fraction of top-covariance tokens (PAEC baseline: 2e-4).", ge=0.0, le=1.0
+    )
+    kl_cov_coef: float = option(
+        0.1, "KL-Cov coefficient of the |log-ratio| term (PAEC baseline ppo_kl_coef: 0.1)."
+    )
+    entropy_coef: float = option(
+        0.0, "Global entropy bonus: loss -= coef * H (entropy preset: 8e-4, PAEC baseline).", every_loss=True
+    )
     entropy_aggregation: str = option(
-        "loss", '"loss": the bonus is aggregated like the loss (verl); "token_mean": always (TRL).'
+        "loss",
+        '"loss": the bonus is aggregated like the loss (verl); "token_mean": always the token mean (TRL).',
+        choices=ENTROPY_AGGREGATIONS,
+        every_loss=True,
+    )
+    entropy_scope: str = option(
+        "all",
+        '"all": the bonus acts on every valid token; "kept": only on the tokens top_entropy_frac keeps (TRL).',
+        choices=ENTROPY_SCOPES,
+        every_loss=True,
     )
     top_entropy_frac: float | None = option(
-        None, "Keep the PG term only on this top fraction of tokens by entropy (80/20: 0.2; None = all)."
+        None,
+        "Keep the PG term only on this top fraction of tokens by entropy (80/20: 0.2; null = all).",
+        gt=0.0,
+        le=1.0,
+        every_loss=True,
+        micro_batch_statistics=True,
     )
     top_entropy_rule: str = option(
-        "ceil", '"ceil": the ceil(frac n) highest (ties kept); "quantile": H >= the (1-frac)-quantile (TRL).'
+        "ceil",
+        '"ceil": the ceil(frac n) highest (ties kept); "quantile": H >= the (1-frac)-quantile (TRL).',
+        choices=TOP_ENTROPY_RULES,
+        every_loss=True,
     )
     log_ratio_clamp: float | None = option(
-        20.0, "Clamp of the log-ratio before exp (verl 20; None = none, TRL)."
+        20.0, "Clamp of the policy log-ratio before exp (verl 20; null = none, TRL).", gt=0.0, every_loss=True
     )
 
     def __post_init__(self):
-        if self.clip_low < 0 or self.clip_high < 0 or self.cispo_eps_high < 0:
-            raise UsageError(
-                f"clip_low, clip_high and cispo_eps_high must be >= 0, got {self.clip_low}, {self.clip_high}, "
-                f"{self.cispo_eps_high}"
+        check(self)  # ranges and choices, as a resolved config is checked: a UsageError naming the key
+
+
+def loss_constants(*, every_loss: bool | None = None) -> tuple[str, ...]:
+    """Names of :class:`PolicyLossConfig`'s constants (only the shared modifiers, or only the others)."""
+    return tuple(
+        f.name
+        for f in fields(PolicyLossConfig)
+        if every_loss is None or bool(f.metadata.get("every_loss")) == every_loss
+    )
+
+
+@dataclass(frozen=True)
+class PolicyLossEntry(Entry):
+    """A registered policy loss. ``reads``: the loss-specific constants of :class:`PolicyLossConfig` it uses
+    (every loss reads the ``every_loss`` modifiers too); ``micro_batch_statistics``: it takes statistics over
+    each call (covariance means, a random selection), so which rows share a micro-batch changes its gradient."""
+
+    reads: tuple[str, ...] = ()
+    micro_batch_statistics: bool = False
+
+    def __post_init__(self):
+        unknown = sorted(set(self.reads) - set(loss_constants(every_loss=False)))
+        if unknown:
+            raise ValueError(
+                f"policy loss {self.name!r} reads {unknown}, which are not loss-specific constants of "
+                f"PolicyLossConfig: {', '.join(loss_constants(every_loss=False))}"
             )
-        if self.dual_clip is not None and self.dual_clip <= 1.0:
-            raise UsageError(f"dual_clip must be > 1, got {self.dual_clip}")
-        if self.top_entropy_frac is not None and not 0 < self.top_entropy_frac <= 1:
-            raise UsageError(f"top_entropy_frac must be in (0, 1], got {self.top_entropy_frac}")
-        if self.top_entropy_rule not in TOP_ENTROPY_RULES:
-            raise UsageError(f"unknown top_entropy_rule {self.top_entropy_rule!r}; valid: ceil, quantile")
-        if self.entropy_aggregation not in ENTROPY_AGGREGATIONS:
-            raise UsageError(
-                f"unknown entropy_aggregation {self.entropy_aggregation!r}; valid: loss, token_mean"
-            )
-        if self.log_ratio_clamp is not None and not self.log_ratio_clamp > 0:
-            raise UsageError(f"log_ratio_clamp must be > 0 (or None), got {self.log_ratio_clamp}")
+
+
+POLICY_LOSSES: Registry[PolicyLossEntry] = Registry(
+    "policy loss",
+    entry=PolicyLossEntry,
+    providers=("ares_cli.algorithms.policy_losses", "ares_cli.algorithms.gspo"),
+)
+
+
+def takes_micro_batch_statistics(name: str, config: PolicyLossConfig) -> bool:
+    """Whether loss ``name`` under ``config`` takes statistics over each call: its entry says so, or a
+    constant declared ``micro_batch_statistics`` (the 80/20 ``top_entropy_frac``) is set."""
+    if POLICY_LOSSES.entry(name).micro_batch_statistics:
+        return True
+    return any(
+        f.metadata.get("micro_batch_statistics") and getattr(config, f.name) is not None
+        for f in fields(PolicyLossConfig)
+    )
 
 
 @dataclass
@@ -89,11 +161,6 @@ class LossExtras:
     entropy: Tensor | None = None
     token_weights: Tensor | None = None
     generator: torch.Generator | None = None
-
-
-def select(values: Tensor, keep: Tensor) -> Tensor:
-    """``values`` where ``keep``, 0 elsewhere (a select: NaN/inf outside ``keep`` never propagates)."""
-    return torch.where(keep.bool(), values, torch.zeros((), dtype=values.dtype, device=values.device))
 
 
 def clamp_log_ratio(log_ratio: Tensor, config: PolicyLossConfig) -> Tensor:
@@ -162,33 +229,41 @@ def finish(pg, mask, metrics, config, aggregation, extras, log_ratio, ratio):
 
     With ``aggregation`` None the per-token loss [N, T] is returned (0 at padding); the entropy bonus is then
     per token as well. ``entropy_aggregation="token_mean"`` reduces the bonus by the global token mean
-    whatever the loss's aggregation (TRL's convention); ``"loss"`` uses the loss's own (verl's)."""
+    whatever the loss's aggregation (TRL's convention); ``"loss"`` uses the loss's own (verl's).
+    ``entropy_scope="kept"`` puts the bonus only on the tokens the top-entropy rule keeps (TRL); its token
+    mean is then the mean over the kept tokens of the call, weighted by the call's share of the step's tokens
+    (with one micro-batch per optimiser step exactly TRL's)."""
     extras = extras or LossExtras()
     valid = mask.bool()
+    entropy, weights = masked_inputs(mask, extras.entropy, extras.token_weights)
+    keep = valid
     if config.top_entropy_frac is not None:
-        if extras.entropy is None:
+        if entropy is None:
             raise UsageError("top_entropy_frac needs extras.entropy")
-        keep = top_entropy_mask(extras.entropy, mask, config.top_entropy_frac, config.top_entropy_rule)
+        keep = top_entropy_mask(entropy, mask, config.top_entropy_frac, config.top_entropy_rule)
         pg = select(pg, keep)
         metrics["top_entropy_keep_frac"] = frac(keep, valid)
-    if extras.token_weights is not None:
-        pg = pg * torch.broadcast_to(extras.token_weights.detach().to(pg.dtype), pg.shape)
+    if weights is not None:
+        pg = pg * torch.broadcast_to(weights.detach().to(pg.dtype), pg.shape)
     metrics["pg_loss"] = (
         float(aggregation(pg.detach(), mask)) if aggregation else float(masked_mean(pg.detach(), mask))
     )
-    if config.entropy_coef and extras.entropy is None:
+    if config.entropy_coef and entropy is None:
         raise UsageError("entropy_coef needs extras.entropy (computed with gradient)")
-    if extras.entropy is not None:
-        metrics["entropy"] = float(masked_mean(extras.entropy.detach(), mask))
+    if entropy is not None:
+        metrics["entropy"] = float(masked_mean(entropy.detach(), mask))
     metrics.update(ratio_metrics(log_ratio, ratio, mask))
+    scoped = config.entropy_scope == "kept" and keep is not valid
+    bonus = select(entropy, keep) if scoped else entropy
     if aggregation is None:
-        per_token = pg - config.entropy_coef * extras.entropy if config.entropy_coef else pg
+        per_token = pg - config.entropy_coef * bonus if config.entropy_coef else pg
         return select(per_token, valid), metrics
     if config.entropy_coef and config.entropy_aggregation == "token_mean":
         mean = Aggregation("token_mean", aggregation.global_tokens, aggregation.global_sequences)
-        loss = aggregation(pg, mask) - config.entropy_coef * mean(extras.entropy, mask)
+        share = float(valid.sum()) / float(keep.sum().clamp(min=1)) if scoped else 1.0
+        loss = aggregation(pg, mask) - config.entropy_coef * share * mean(bonus, mask)
     elif config.entropy_coef:
-        loss = aggregation(pg - config.entropy_coef * extras.entropy, mask)
+        loss = aggregation(pg - config.entropy_coef * bonus, mask)
     else:
         loss = aggregation(pg, mask)
     metrics["loss"] = float(loss.detach())

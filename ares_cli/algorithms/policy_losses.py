@@ -14,9 +14,10 @@ and GSPO-token, the sequence-level ratio, are in :mod:`.gspo`):
 
 - ``ppo``: max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)) (PPO; clip-higher of DAPO: eps_low = 0.2,
   eps_high = 0.28), and for A < 0 the dual clip min(., -c A) with c = 3 (Ye et al. 2020); ARES eq. 2.
-- ``cispo``: -sg(clip(r, 1 - eps_low, 1 + eps_high)) A logprob (MiniMax-M1). The clip is ONE-SIDED by
-  default (``cispo_eps_low=None``: only the upper bound, as MiniMax-M1 describes); set ``cispo_eps_low``
-  for the two-sided variant.
+- ``cispo``: -sg(clip(r, 1 - eps_low, 1 + eps_high)) A logprob (MiniMax-M1 eq. 4-5). Default eps_low = 0,
+  eps_high = 5: the weights lie in [1, 6], as PAEC's CISPO baseline ran in verl (PAEC app. B sets
+  eps_low = 0, eps_high = 5; verl clips the weight at 1 - clip_ratio_low below). ``cispo_eps_low=None`` is
+  MiniMax-M1's reading, no lower bound ("we did not impose a lower bound on the IS weight").
 - ``clip_cov``: the PPO loss, except for a random ``clip_cov_ratio`` fraction of the valid tokens (drawn
   with ``extras.generator``) among the candidates, whose loss is zeroed so they get no gradient (Cui et al.
   2025, "The Entropy Mechanism of RL for Reasoning LMs", sec. 4; the paper defers the details to its code,
@@ -40,7 +41,8 @@ Modifiers that apply to every loss (``config``):
   computed with gradient, e.g. ``token_stats(..., entropy_grad=True)``), aggregated like the loss or, with
   ``entropy_aggregation="token_mean"``, always as the token mean (TRL).
 
-The shared pieces (config, extras, registry, modifiers, masking by select) are in :mod:`.policy_loss_core`.
+The shared pieces (config, extras, registry, modifiers, masking by select) are in :mod:`.policy_loss_core`;
+each loss here is declared once, by its ``POLICY_LOSSES.register`` line.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from ares_cli.algorithms.policy_loss_core import (
     PolicyLossConfig,
     finish,
     frac,
+    masked_inputs,
     token_advantages,
     token_ratio,
     top_entropy_mask,
@@ -101,7 +104,11 @@ def _ppo_terms(logprob, old_logprob, advantages, mask, config):
     return pg, log_ratio, ratio, a, clip_active, metrics
 
 
-@POLICY_LOSSES.register("ppo")
+@POLICY_LOSSES.register(
+    "ppo",
+    reads=("clip_low", "clip_high", "dual_clip"),
+    summary="PPO clip with clip-higher and the dual clip (ARES eq. 2)",
+)
 def ppo_loss(
     logprob,
     old_logprob,
@@ -113,11 +120,16 @@ def ppo_loss(
     extras: LossExtras | None = None,
 ):
     """PPO clip with separate low/high bounds and the dual clip on negative advantages (ARES eq. 2)."""
+    logprob, old_logprob, advantages = masked_inputs(mask, logprob, old_logprob, advantages)
     pg, log_ratio, ratio, _a, _active, metrics = _ppo_terms(logprob, old_logprob, advantages, mask, config)
     return finish(pg, mask, metrics, config, aggregation, extras, log_ratio, ratio)
 
 
-@POLICY_LOSSES.register("cispo")
+@POLICY_LOSSES.register(
+    "cispo",
+    reads=("cispo_eps_low", "cispo_eps_high"),
+    summary="CISPO: the clipped IS weight, detached, times A log pi",
+)
 def cispo_loss(
     logprob,
     old_logprob,
@@ -128,7 +140,8 @@ def cispo_loss(
     aggregation: Aggregation | None,
     extras: LossExtras | None = None,
 ):
-    """CISPO: -sg(clip(r, 1 - eps_low, 1 + eps_high)) A log pi; one-sided (upper) unless cispo_eps_low is set."""
+    """CISPO: -sg(clip(r, 1 - eps_low, 1 + eps_high)) A log pi; no lower bound when cispo_eps_low is None."""
+    logprob, old_logprob, advantages = masked_inputs(mask, logprob, old_logprob, advantages)
     log_ratio, ratio = token_ratio(logprob, old_logprob, config)
     a = token_advantages(advantages, ratio)
     lo = None if config.cispo_eps_low is None else 1.0 - config.cispo_eps_low
@@ -144,7 +157,12 @@ def _n_select(ratio: float, n_valid: int) -> int:
     return max(1, int(ratio * n_valid)) if n_valid and ratio > 0 else 0
 
 
-@POLICY_LOSSES.register("clip_cov")
+@POLICY_LOSSES.register(
+    "clip_cov",
+    reads=("clip_low", "clip_high", "dual_clip", "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub"),
+    micro_batch_statistics=True,
+    summary="Clip-Cov: PPO with a random share of in-band-covariance tokens detached (Cui et al. 2025)",
+)
 def clip_cov_loss(
     logprob,
     old_logprob,
@@ -159,6 +177,7 @@ def clip_cov_loss(
     inactive detached (zero gradient); verl's ``compute_policy_loss_clip_cov`` rule (module docstring)."""
     if extras is None or extras.generator is None:
         raise UsageError("clip_cov needs a seeded torch.Generator in extras.generator")
+    logprob, old_logprob, advantages = masked_inputs(mask, logprob, old_logprob, advantages)
     pg, log_ratio, ratio, a, clip_active, metrics = _ppo_terms(logprob, old_logprob, advantages, mask, config)
     valid = mask.bool()
     cov = covariance(a, logprob, mask)
@@ -174,7 +193,12 @@ def clip_cov_loss(
     return finish(pg, mask, metrics, config, aggregation, extras, log_ratio, ratio)
 
 
-@POLICY_LOSSES.register("kl_cov")
+@POLICY_LOSSES.register(
+    "kl_cov",
+    reads=("kl_cov_ratio", "kl_cov_coef"),
+    micro_batch_statistics=True,
+    summary="KL-Cov: -A r plus a |log-ratio| term on the top-covariance tokens (Cui et al. 2025)",
+)
 def kl_cov_loss(
     logprob,
     old_logprob,
@@ -186,6 +210,7 @@ def kl_cov_loss(
     extras: LossExtras | None = None,
 ):
     """KL-Cov: -A r everywhere plus coef * |logp - old logp| on the top-k covariance tokens."""
+    logprob, old_logprob, advantages = masked_inputs(mask, logprob, old_logprob, advantages)
     log_ratio, ratio = token_ratio(logprob, old_logprob, config)
     a = token_advantages(advantages, ratio)
     valid = mask.bool()
@@ -199,9 +224,6 @@ def kl_cov_loss(
     pg = -a * ratio + torch.where(sel, kl_term, torch.zeros_like(kl_term))
     metrics = {"kl_cov_frac": frac(sel, valid)}
     return finish(pg, mask, metrics, config, aggregation, extras, log_ratio, ratio)
-
-
-from ares_cli.algorithms import gspo as _gspo  # noqa: E402,F401 (registers gspo and gspo_token)
 
 
 def policy_loss(name: str, *args, **kwargs):

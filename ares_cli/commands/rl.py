@@ -17,8 +17,10 @@ from ares_cli.commands.common import TrustGraderCode
 from ares_cli.commands.training_stage import run_training_stage
 from ares_cli.console import options
 from ares_cli.errors import UsageError
+from ares_cli.training.rl.registry import ALGORITHMS
 
 PANEL_IO, PANEL_RL = "Inputs", "RL"
+ALGO_HELP = "Algorithm and its preset: " + ", ".join(ALGORITHMS.names()) + " (default grpo; docs/config.md)."
 REPORT_TO_HELP = "Metric trackers: jsonl (always), tensorboard, wandb; comma-separated."
 
 
@@ -44,10 +46,7 @@ def command(
     ],
     algo: Annotated[
         str | None,
-        typer.Option(
-            help="grpo dapo drgrpo cispo clip_cov kl_cov gspo gspo_token entropy topent aepo paec aer.",
-            rich_help_panel=PANEL_RL,
-        ),
+        typer.Option(help=ALGO_HELP, rich_help_panel=PANEL_RL),
     ] = None,
     val_data: Annotated[
         str | None,

@@ -27,7 +27,13 @@ STAGES: tuple[tuple[str, str, str], ...] = (
     ("rl", "ares_cli.training.rl.config:RLConfig", "RL: GRPO, DAPO, ..., AEPO, PAEC."),
     ("eval", "ares_cli.stages.evaluate:EvalConfig", "Avg@K, Maj@K, Pass@k per benchmark and difficulty."),
 )
-RL_PRESETS = "ares_cli.training.rl.config:PRESETS"
+RL_ALGORITHMS = "ares_cli.training.rl.registry:ALGORITHMS"
+# (config key, "module:REGISTRY") of the names the RL stage looks up, in the order the docs list them
+RL_REGISTRIES: tuple[tuple[str, str], ...] = (
+    ("loss.policy_loss", "ares_cli.algorithms.policy_loss_core:POLICY_LOSSES"),
+    ("loss.advantage", "ares_cli.algorithms.advantages:ADVANTAGES"),
+    ("loss.aggregation", "ares_cli.algorithms.aggregation:AGGREGATIONS"),
+)
 
 HEADER = """# Configuration reference
 
@@ -36,13 +42,15 @@ HEADER = """# Configuration reference
 Every stage reads a typed config with one precedence rule: dataclass defaults < YAML (`--config FILE`, the
 whole file or its `<stage>:` section) < `--set key=value` (repeatable) < explicit flags such as `--lr`.
 Nested sections are addressed with dots (`--set aepo.window=8`); an unknown key is an error that lists the
-valid ones. `--set` values are YAML scalars, except that `on`/`off`/`yes`/`no` stay strings (a bool key
-still reads them as true/false).
+valid ones, a name (`--algo`, `loss.policy_loss`, ...) must be a registered one (the tables that close the
+`rl` section), and a constant that the chosen loss, estimator or algorithm does not read is refused: all of
+it when the config resolves, before any data or model is loaded (exit 2). `--set` values are YAML scalars,
+except that `on`/`off`/`yes`/`no` stay strings (a bool key still reads them as true/false).
 """
 
 
 def config_class(target: str) -> Any:
-    """The object named by ``"module:Name"`` (a config class, or the RL presets), imported when rendered:
+    """The object named by ``"module:Name"`` (a config class, or a registry), imported when rendered:
     the stages' configs live in rooms above ``report``, so they are named here, not imported."""
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
@@ -92,22 +100,47 @@ def render_stage(verb: str, cls: type, summary: str) -> list[str]:
         lines += ["", f"### `{verb}` section `{name}`", "", help_text, ""]
         lines += table([row for row in rows if row[0].split(".", 1)[0] == name])
     if verb == "rl":
-        lines += ["", *_presets()]
+        lines += ["", *_algorithms(), "", *_registered()]
     return lines
 
 
-def _presets() -> list[str]:
-    presets = config_class(RL_PRESETS)
+def _algorithms() -> list[str]:
+    """The ``--algo`` table, from the algorithm registry: what each is, its preset, the sections it reads."""
     lines = [
-        "### `rl` presets (`--algo`)",
+        "### `rl` algorithms and their presets (`--algo`)",
         "",
-        "A preset overrides the defaults above; YAML, `--set` and flags override it.",
+        "A preset overrides the defaults above; YAML, `--set` and flags override it. A key set in a section "
+        "that the chosen algorithm does not read (`aepo`, `paec`, `aer`) is a usage error.",
         "",
+        "| algo | what it is | preset overrides | sections it reads |",
+        "| --- | --- | --- | --- |",
     ]
-    lines += ["| algo | overrides |", "| --- | --- |"]
-    for algo, preset in presets.items():
-        flat = ", ".join(f"`{k}={format_default(v)}`" for k, v in _flatten(preset))
-        lines.append(f"| `{algo}` | {flat or '(defaults)'} |")
+    for entry in config_class(RL_ALGORITHMS).entries():
+        flat = ", ".join(f"`{k}={format_default(v)}`" for k, v in _flatten(dict(entry.preset)))
+        sections = ", ".join(f"`{s}`" for s in entry.sections) or "—"
+        lines.append(f"| `{entry.name}` | {_cell(entry.summary)} | {flat or '(defaults)'} | {sections} |")
+    return lines
+
+
+def _registered() -> list[str]:
+    """Every registered loss, estimator and aggregation with its summary and the properties it declares."""
+    lines = [
+        "### `rl` registered names",
+        "",
+        "What `loss.policy_loss`, `loss.advantage` and `loss.aggregation` may name, read from their registries "
+        '(`docs/architecture.md`, "Add a loss"). *reads*: the constants the entry uses beyond the shared '
+        "ones; a constant set by the user that the chosen entry does not read is a usage error. *per "
+        "micro-batch*: the loss takes statistics over each call, so the default token budget plans its "
+        "micro-batches by rows.",
+        "",
+        "| key | name | what it is | reads | per micro-batch |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for key, target in RL_REGISTRIES:
+        for entry in config_class(target).entries():
+            reads = ", ".join(f"`{r}`" for r in getattr(entry, "reads", ())) or "—"
+            batch = "yes" if getattr(entry, "micro_batch_statistics", False) else "—"
+            lines.append(f"| `{key}` | `{entry.name}` | {_cell(entry.summary)} | {reads} | {batch} |")
     return lines
 
 

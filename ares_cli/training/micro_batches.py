@@ -26,8 +26,11 @@ def token_budget(setting: int | str | None, row_lengths: list[int], rows: int) -
 
 def per_micro_batch_statistics(cfg) -> bool:
     """Whether the loss takes statistics over each micro-batch (Clip-Cov / KL-Cov covariances and random
-    selection, the 80/20 top-entropy threshold): then which rows share a micro-batch changes the gradient."""
-    return cfg.loss.policy_loss in ("clip_cov", "kl_cov") or cfg.loss.top_entropy_frac is not None
+    selection, the 80/20 top-entropy threshold): then which rows share a micro-batch changes the gradient.
+    The loss's registry entry and its constants declare it (``micro_batch_statistics``)."""
+    from ares_cli.algorithms.policy_loss_core import takes_micro_batch_statistics
+
+    return takes_micro_batch_statistics(cfg.loss.policy_loss, cfg.loss)
 
 
 def budget_setting(cfg) -> int | str | None:

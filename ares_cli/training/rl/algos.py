@@ -14,7 +14,7 @@ The trainer calls, per step and in this order (it never asks which algorithm it 
     after_step(batch)                    -> metrics; controller updates from global statistics
 
 GRPO, DAPO, Dr.GRPO, CISPO, Clip-Cov, KL-Cov, GSPO, GSPO-token, global entropy and 80/20 top-entropy use
-this base class: they differ only in configuration (their presets in :mod:`.config`). AEPO and PAEC override hooks
+this base class: they differ only in configuration (their presets in :mod:`.registry`). AEPO and PAEC override hooks
 (:mod:`.algos_adaptive`), AER in :mod:`.algos_aer`; the names live in :mod:`.registry`, which sits above
 all of them (imports run registry -> members -> this module). ``reduce`` is a sum across ranks and
 ``gather`` a concatenation of 1-D tensors across ranks (identities in one process); every statistic that
@@ -64,14 +64,8 @@ class Algorithm:
         return self.cfg.kl.coef > 0
 
     def policy_loss_config(self):
-        """The loss constants of ``cfg.loss`` as the algorithm library's PolicyLossConfig (every shared field)."""
-        from dataclasses import fields
-
-        from ares_cli.algorithms.policy_losses import PolicyLossConfig
-
-        loss = self.cfg.loss
-        shared = {f.name: getattr(loss, f.name) for f in fields(PolicyLossConfig) if hasattr(loss, f.name)}
-        return PolicyLossConfig(**shared)
+        """The loss constants: ``cfg.loss`` itself (a :class:`~ares_cli.algorithms.policy_loss_core.PolicyLossConfig`)."""
+        return self.cfg.loss
 
     # -- per step ----------------------------------------------------------------------------------
     def prepare(self, batch) -> dict[str, float]:

@@ -1,20 +1,27 @@
-"""``RLConfig``: every constant of the RL stage with its paper default, and the ``--algo`` presets.
+"""``RLConfig``: every constant of the RL stage with its paper default; the ``--algo`` presets are declared
+with the algorithms (:mod:`.registry`).
 
 Precedence: dataclass defaults < preset of the algorithm < YAML (``--config``, or its ``rl:`` section)
-< ``--set key=value`` < explicit flags. Nested sections are addressed with dots (``--set aepo.window=4``,
+< ``--set key=value`` < explicit flags. Names (``algo``, ``loss.policy_loss``, ``loss.advantage``,
+``loss.aggregation``, ``kl.estimator``) must be registered, and a constant set by the user that the chosen
+loss, estimator or algorithm does not read is refused (:func:`check_reads`): all of it when the config
+resolves, before any data or model is loaded. Nested sections are addressed with dots (``--set aepo.window=4``,
 ``--set loss.clip_high=0.28``). Batch sizes count *prompts* (groups of G responses), as verl and EasyR1 do:
 ARES's "512 prompts per step, global batch 128" is ``prompts_per_step=512, optim.mini_batch_size=128``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Literal
 
+from ares_cli.algorithms.advantages import ADVANTAGES, STD_KINDS
 from ares_cli.algorithms.aepo import AEPOConfig
 from ares_cli.algorithms.aer import AERConfig
+from ares_cli.algorithms.aggregation import AGGREGATIONS
+from ares_cli.algorithms.kl import KL_ESTIMATORS
 from ares_cli.algorithms.paec import PAECConfig
-from ares_cli.algorithms.policy_losses import PolicyLossConfig
+from ares_cli.algorithms.policy_loss_core import POLICY_LOSSES, PolicyLossConfig
 from ares_cli.config import (
     load_yaml,
     option,
@@ -33,6 +40,18 @@ from ares_cli.models.pixels import (
     check_pixel_bounds,
 )
 from ares_cli.training.rl.branching import BranchingConfig
+from ares_cli.training.rl.registry import ALGORITHMS, PRESETS, check_reads
+
+__all__ = [
+    "RLConfig",
+    "LossConfig",
+    "LossNames",
+    "PRESETS",
+    "resolve_rl_config",
+    "check_reads",
+    "validate",
+    "key_config",
+]
 
 
 @dataclass
@@ -108,67 +127,35 @@ class OptimConfig:
     )
 
 
-def _loss_option(name: str, help: str):
-    """A ``LossConfig`` field whose default is ``PolicyLossConfig``'s (the one source of loss defaults)."""
-    return option(next(f.default for f in fields(PolicyLossConfig) if f.name == name), help)
+@dataclass(frozen=True)
+class LossNames:
+    """The loss section's names: which policy loss, advantage estimator and aggregation (registered names)."""
 
-
-@dataclass
-class LossConfig:
-    """Policy loss, advantage estimator and aggregation (see ares_cli.algorithms)."""
-
-    policy_loss: str = option("ppo", "Policy loss: ppo | cispo | clip_cov | kl_cov | gspo | gspo_token.")
+    policy_loss: str = option(
+        "ppo", "Policy loss (ares_cli.algorithms.policy_losses).", choices=POLICY_LOSSES
+    )
     advantage: str = option(
-        "grpo",
-        "Advantage: grpo | drgrpo | group_mean_batch_std (TRL batch) | group_mean_centred_std | "
-        "reinforce_pp_baseline (verl).",
+        "grpo", "Advantage estimator (ares_cli.algorithms.advantages).", choices=ADVANTAGES
     )
-    adv_std: Literal["unbiased", "biased"] = option("unbiased", "Group std of grpo advantages (torch.std).")
+    adv_std: str = option(
+        "unbiased", "Group std of the advantages (unbiased: torch.std, TRL, verl).", choices=STD_KINDS
+    )
     adv_eps: float = option(1e-6, "Epsilon of the advantage std division (verl 1e-6; TRL 1e-4).")
-    aggregation: Literal["token_mean", "seq_mean_token_mean", "seq_sum_constant"] = option(
-        "seq_mean_token_mean", "Loss aggregation (GRPO seq-mean-token-mean; DAPO token_mean; Dr.GRPO sum)."
+    aggregation: str = option(
+        "seq_mean_token_mean",
+        "Loss aggregation (GRPO seq-mean-token-mean; DAPO token_mean; Dr.GRPO seq_sum_constant).",
+        choices=AGGREGATIONS,
     )
-    clip_low: float = _loss_option("clip_low", "PPO ratio clip below 1 (0.2).")
-    clip_high: float = _loss_option("clip_high", "PPO ratio clip above 1 (0.2; DAPO clip-higher 0.28).")
-    dual_clip: float | None = _loss_option(
-        "dual_clip", "Dual-clip c on negative advantages (3.0; None = off)."
-    )
-    cispo_eps_low: float | None = _loss_option(
-        "cispo_eps_low", "CISPO lower clip; None = one-sided as in MiniMax-M1."
-    )
-    cispo_eps_high: float = _loss_option("cispo_eps_high", "CISPO upper clip (PAEC baseline: 5.0).")
-    clip_cov_ratio: float = _loss_option(
-        "clip_cov_ratio", "Clip-Cov fraction of tokens detached (PAEC baseline: 2e-4)."
-    )
-    clip_cov_lb: float = _loss_option("clip_cov_lb", "Clip-Cov covariance band lower bound (1.0).")
-    clip_cov_ub: float = _loss_option("clip_cov_ub", "Clip-Cov covariance band upper bound (5.0).")
-    kl_cov_ratio: float = _loss_option(
-        "kl_cov_ratio", "KL-Cov fraction of top-covariance tokens (PAEC baseline: 2e-4)."
-    )
-    kl_cov_coef: float = _loss_option("kl_cov_coef", "KL-Cov coefficient (PAEC baseline ppo_kl_coef: 0.1).")
-    entropy_coef: float = _loss_option(
-        "entropy_coef", "Global entropy bonus (entropy preset: 8e-4, PAEC baseline)."
-    )
-    entropy_aggregation: str = _loss_option(
-        "entropy_aggregation", 'Entropy bonus: "loss" aggregation (verl) or always "token_mean" (TRL).'
-    )
-    top_entropy_frac: float | None = _loss_option(
-        "top_entropy_frac", "Keep the PG term on the top fraction by entropy (80/20: 0.2)."
-    )
-    top_entropy_rule: str = _loss_option(
-        "top_entropy_rule", 'Top-entropy count: "ceil" (ceil(frac n)) or "quantile" (TRL\'s threshold).'
-    )
-    log_ratio_clamp: float | None = _loss_option(
-        "log_ratio_clamp", "Clamp of the policy log-ratio before exp (verl 20; null = none, TRL)."
-    )
-    chunk_size: int = option(128, "Positions per chunk of the token-statistics pass (memory).")
 
-    def check(self) -> None:
-        """The policy loss's own rules (clip bounds >= 0, dual_clip > 1, ...) when the config resolves,
-        not after the model has loaded."""
-        PolicyLossConfig(
-            **{f.name: getattr(self, f.name) for f in fields(PolicyLossConfig) if hasattr(self, f.name)}
-        )
+
+@dataclass(frozen=True)
+class LossConfig(PolicyLossConfig, LossNames):
+    """Policy loss, advantages, aggregation: the names (:class:`LossNames`, listed first) and every loss
+    constant. This section *is* the algorithm library's
+    :class:`~ares_cli.algorithms.policy_loss_core.PolicyLossConfig` (where each constant is declared, once),
+    and the losses receive it as it is."""
+
+    chunk_size: int = option(128, "Positions per chunk of the token-statistics pass (memory).")
 
 
 @dataclass
@@ -176,7 +163,7 @@ class KLConfig:
     """KL to the frozen initial policy, as a loss term (ARES eq. 2)."""
 
     coef: float = option(0.001, "KL loss coefficient (verl default 1e-3; 0 = no reference model).", ge=0.0)
-    estimator: Literal["k1", "k2", "k3"] = option("k3", "KL estimator (k3 = low-variance, Schulman 2020).")
+    estimator: str = option("k3", "KL estimator (k3 = low-variance, Schulman 2020).", choices=KL_ESTIMATORS)
     clamp: float | None = option(
         10.0, "Clamp of the per-token k3 estimate (verl 10; k1, k2 unclamped; null = none, TRL).", gt=0.0
     )
@@ -259,10 +246,7 @@ class GradingConfig:
 class RLConfig:
     """The RL stage: algorithm, rollout, optimisation, loss, KL, rewards, filtering, validation."""
 
-    algo: str = option(
-        "grpo",
-        "Algorithm preset: grpo dapo drgrpo cispo clip_cov kl_cov gspo gspo_token entropy topent aepo paec aer.",
-    )
+    algo: str = option("grpo", "Algorithm and its preset (the presets' table below).", choices=ALGORITHMS)
     steps: int = option(720, "RL steps (PAEC: 720).", ge=1)
     seed: int = seed_option(0, "Seed of the prompt order, rollout seeds and every other random choice.")
     save_every: int = option(
@@ -306,28 +290,6 @@ def resolve_rollout_budget(cfg: RLConfig, model_path, window: int | None):
     return budget
 
 
-# GSPO sec. 5.1: clip ranges 3e-4 / 4e-4, no dual clip, sequence-level mean (eq. 5); no KL term (as the
-# authors ran it, cited by TRL's GSPO docs). Four optimiser steps per rollout batch are a recipe setting.
-GSPO = {"loss": {"policy_loss": "gspo", "clip_low": 3e-4, "clip_high": 4e-4, "dual_clip": None,
-                 "aggregation": "seq_mean_token_mean"}, "kl": {"coef": 0.0}}  # fmt: skip
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "grpo": {},
-    "dapo": {"loss": {"clip_high": 0.28, "aggregation": "token_mean"}, "kl": {"coef": 0.0},
-             "filter": {"mode": "filter"}, "reward": {"overlong_shaping": True}},
-    "drgrpo": {"loss": {"advantage": "drgrpo", "aggregation": "seq_sum_constant"}},
-    "cispo": {"loss": {"policy_loss": "cispo"}},
-    "clip_cov": {"loss": {"policy_loss": "clip_cov", "dual_clip": None}},  # verl's Clip-Cov: no dual clip
-    "kl_cov": {"loss": {"policy_loss": "kl_cov"}},
-    "gspo": GSPO, "gspo_token": {**GSPO, "loss": {**GSPO["loss"], "policy_loss": "gspo_token"}},
-    "entropy": {"loss": {"entropy_coef": 8e-4}},
-    "topent": {"loss": {"top_entropy_frac": 0.2}},
-    "aepo": {"kl": {"coef": 1.0}, "filter": {"mode": "filter"}},
-    "paec": {},
-    "aer": {},
-}  # fmt: skip
-
-
 def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in top.items():
@@ -357,12 +319,11 @@ def resolve_rl_config(
     layers = [load_yaml(yaml_path, section="rl"), parse_sets(sets or []), _nest(flags or {})]
     refuse_command_line_only(RLConfig, layers[0], str(yaml_path))
     algo = next((layer["algo"] for layer in reversed(layers) if layer.get("algo") is not None), "grpo")
-    if algo not in PRESETS:
-        raise UsageError(f"unknown RL algorithm {algo!r}; valid: {', '.join(sorted(PRESETS))}")
-    merged: dict[str, Any] = PRESETS[algo]
+    merged: dict[str, Any] = dict(ALGORITHMS.entry(str(algo)).preset)
     for layer in layers:
         merged = _merge(merged, layer)
     cfg = resolve(RLConfig, flags={**merged, "algo": algo})
+    check_reads(cfg, layers)
     validate(cfg)
     return cfg
 
