@@ -72,13 +72,16 @@ def write_dataset(scratch: Path, rows: int) -> Path:
     return hub
 
 
-def manifest_copy(tree: Path, hub: Path, scratch: Path) -> Path:
-    """The tree's ``dapo-math-17k`` manifest with its hub id replaced by the local folder ``hub``."""
+def manifest_copy(tree: Path, hub: Path, scratch: Path, rows: int) -> Path:
+    """The tree's ``dapo-math-17k`` manifest with its hub id replaced by the local folder ``hub`` (and no
+    row count to expect when ``rows`` is not the hub's)."""
     import yaml
 
     doc = yaml.safe_load((tree / "data_manifests" / "dapo-math-17k.yaml").read_text())
     doc["source"]["hf"]["id"] = str(hub)
     doc["source"]["hf"].pop("revision", None)
+    if rows != HUB_ROWS:
+        doc.pop("expected_rows", None)
     out = scratch / "manifests" / tree.resolve().name / "dapo-math-17k.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -144,7 +147,7 @@ def main() -> None:
     from plan_models import header_only_twin
 
     hub = write_dataset(args.scratch, args.rows)
-    manifest = manifest_copy(args.tree, hub, args.scratch)
+    manifest = manifest_copy(args.tree, hub, args.scratch, args.rows)
     twin = args.scratch / "twin-qwen2.5-math-1.5b"
     if not (twin / "config.json").is_file():
         header_only_twin(twin, "qwen2.5-math-1.5b")

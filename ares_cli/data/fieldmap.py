@@ -159,7 +159,7 @@ class FieldMap:
             if problem:
                 errors["answer"] = problem
         record["answer"] = answer
-        images = self._images(row)
+        images = self.images_of(row)
         if images is not None:
             record["images"] = images
         meta = dict(row["meta"]) if isinstance(row.get("meta"), dict) else {}
@@ -180,7 +180,8 @@ class FieldMap:
             record["meta"] = meta
         return record, errors
 
-    def _images(self, row: dict) -> Any:
+    def images_of(self, row: dict) -> Any:
+        """The row's image values (a list, in column order; None when it has none)."""
         if isinstance(self.images, str):
             value = row.get(self.images)
             return list(value) if isinstance(value, tuple) else [value] if isinstance(value, str) else value

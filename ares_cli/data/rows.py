@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ares_cli.data.fieldmap import FieldMap
+from ares_cli.data.fieldmap import FieldMap, lookup
 from ares_cli.data.images import file_problems, resolve_images
-from ares_cli.data.records import check_problem
+from ares_cli.data.records import check_problem, normalise_answer
 from ares_cli.data.tables import Table
 from ares_cli.errors import InputError
 
@@ -95,7 +95,7 @@ def collect(table: Table, fmap: FieldMap, rules: RowRules) -> Collected:
     errors: list[InputError] = []
     columns: set[str] = set()
     first_at: dict[str, tuple[str, int]] = {}  # record id -> where it was first kept
-    seen: dict[tuple, tuple[str, str]] = {}  # dedup key -> (kept id, kept answer)
+    seen: dict[tuple, tuple] = {}  # dedup key -> (kept id, kept answer, kept row's answer value)
     image_base = _image_base(table.base_dir, fmap.image_dir)
     wanted = fmap.read_columns() | set(rules.subset or ())
     index, done, error_rows = 0, False, 0
@@ -113,6 +113,12 @@ def collect(table: Table, fmap: FieldMap, rules: RowRules) -> Collected:
                 if not subset_match(row, rules.subset):
                     continue
                 report.subset_rows += 1
+            key = _source_key(row, fmap) if rules.dedup else None
+            if key is not None and key in seen:
+                report.duplicates += 1
+                _note_conflict(report, row, fmap, seen[key], rules, index, file, row_no)
+                index += 1
+                continue
             record, errs = fmap.apply(
                 row, index, name=rules.name, label=rules.label, default_label=rules.name
             )
@@ -126,17 +132,6 @@ def collect(table: Table, fmap: FieldMap, rules: RowRules) -> Collected:
             if rules.exclude and rid in rules.exclude:
                 report.excluded.append({"id": rid, "reason": rules.exclude[rid], "file": file, "row": row_no})
                 continue
-            key = _dedup_key(record) if rules.dedup else None
-            if key is not None and key in seen:
-                report.duplicates += 1
-                kept_id, kept_answer = seen[key]
-                if str(record.get("answer")).strip() != kept_answer:
-                    report.conflict_count += 1
-                    if len(report.duplicate_conflicts) < MAX_EXAMPLES:
-                        report.duplicate_conflicts.append({"id": rid, "file": file, "row": row_no,
-                                                           "answer": record.get("answer"), "kept_id": kept_id,
-                                                           "kept_answer": kept_answer})  # fmt: skip
-                continue
             if record.get("images") is not None and "images" not in errs:
                 errs.update(_resolve_images(record, image_base))
             checked, problems = check_problem(record, file=file, row_no=row_no)
@@ -149,8 +144,8 @@ def collect(table: Table, fmap: FieldMap, rules: RowRules) -> Collected:
                                              row=row_no, field="id"))  # fmt: skip
             if row_errors:
                 if rules.skip_invalid:
-                    report.skipped.append({"file": file, "row": row_no, "id": rid,
-                                           "errors": [{"field": e.field, "message": _message(e)} for e in row_errors]})  # fmt: skip
+                    report.skipped.append({"file": file, "row": row_no, "id": rid, "errors": [
+                        {"field": e.field, "message": _message(e)} for e in row_errors]})  # fmt: skip
                 else:
                     errors.extend(row_errors)
                     error_rows += 1
@@ -158,8 +153,10 @@ def collect(table: Table, fmap: FieldMap, rules: RowRules) -> Collected:
                 first_at[checked["id"]] = (file, row_no)
                 records.append(checked)
                 locations.append((file, row_no))
-                if key is not None:
-                    seen[key] = (checked["id"], checked["answer"])
+                if (
+                    key is not None
+                ):  # only a kept row stands for its prompt: a later valid copy may replace an invalid one
+                    seen[key] = (checked["id"], checked["answer"], lookup(row, fmap.answer))
             if (
                 rules.limit is not None
                 and len(records) + (0 if rules.skip_invalid else error_rows) >= rules.limit
@@ -177,15 +174,40 @@ def unmatched_exclusions(report: RowReport, exclude: dict[str, str] | None) -> l
     return [rid for rid in exclude or {} if rid not in found]
 
 
-def _dedup_key(record: dict) -> tuple | None:
-    """A record's prompt: its text and its images (paths, or the bytes of images stored in the source)."""
-    problem = record.get("problem")
+def _source_key(row: dict, fmap: FieldMap) -> tuple | None:
+    """A row's prompt as its source writes it: the problem column, the option columns and the images
+    (paths, or the bytes of images stored in the source). Read before the field map runs, so a duplicate
+    costs a few lookups; the options are taken before ``shuffle_options`` orders them."""
+    problem = lookup(row, fmap.problem)
     if not isinstance(problem, str):
         return None  # invalid: left to validation
-    images = record.get("images")
-    if not images:
-        return (problem,)
-    return (problem, *(_image_identity(v) for v in (images if isinstance(images, list) else [images])))
+    options = fmap.options if isinstance(fmap.options, tuple) else (fmap.options,) if fmap.options else ()
+    extra = [repr(lookup(row, c)) for c in (*options, fmap.options_text) if c]
+    images = fmap.images_of(row)
+    if images:
+        extra += [_image_identity(v) for v in (images if isinstance(images, list) else [images])]
+    return (problem, *extra)
+
+
+def _note_conflict(report: RowReport, row: dict, fmap: FieldMap, kept: tuple, rules: RowRules, index: int,
+                   file: str, row_no: int) -> None:  # fmt: skip
+    """Count a duplicate whose gold differs from the kept row's (the field map runs only when the source's
+    answer values differ: an extracted answer may still agree)."""
+    kept_id, kept_answer, kept_raw = kept
+    if lookup(row, fmap.answer) == kept_raw:
+        return
+    record, _ = fmap.apply(row, index, name=rules.name, label=rules.label, default_label=rules.name)
+    answer = record.get("answer")
+    try:
+        answer = normalise_answer(answer)
+    except ValueError:
+        pass
+    if answer == kept_answer:
+        return
+    report.conflict_count += 1
+    if len(report.duplicate_conflicts) < MAX_EXAMPLES:
+        report.duplicate_conflicts.append({"id": _id_text(record.get("id")), "file": file, "row": row_no,
+                                           "answer": answer, "kept_id": kept_id, "kept_answer": kept_answer})  # fmt: skip
 
 
 def _image_identity(value: Any) -> str:

@@ -136,6 +136,9 @@ def _parquet_table(path: Path) -> Table:
 
     def read(wanted: set[str] | None) -> Iterator[list[Row]]:
         names = sorted(columns & wanted) if wanted is not None else None
+        if names == []:  # none of the wanted columns: rows without fields (their errors name what is missing)
+            yield from _chunks([(label, i, {}) for i in range(1, handle.metadata.num_rows + 1)])
+            return
         n = 0
         try:
             for batch in handle.iter_batches(batch_size=BATCH_ROWS, columns=names):
@@ -155,6 +158,9 @@ def arrow_table(obj: Any, label: str, base_dir: Path | None, part: dict) -> Tabl
 
     def read(wanted: set[str] | None) -> Iterator[list[Row]]:
         names = sorted(columns & wanted) if wanted is not None else sorted(columns)
+        if not names:  # none of the wanted columns: rows without fields (their errors name what is missing)
+            yield from _chunks([(label, i, {}) for i in range(1, obj.num_rows + 1)])
+            return
         data = obj.select_columns(names).with_format("arrow")
         n = 0
         for batch in data.iter(batch_size=BATCH_ROWS):
