@@ -234,3 +234,34 @@ def test_a_limit_stops_reading_a_parquet_file_early(tmp_path):
     fmap = "problem=prompt.0.content,answer=reward_model.ground_truth,id=index"
     loaded = load_problems(str(data), field_map=fmap, limit=3)
     assert len(loaded) == 3 and loaded.provenance["total_rows"] == 20_000
+
+
+def test_eval_with_skip_invalid_rows_records_every_skipped_row_in_its_stats(tmp_path):
+    """``--set skip_invalid_rows=true``: the stage runs on the valid rows and its artifact's stats list the
+    rest; without it the stage refuses the data (exit 3) naming the row and field."""
+    from ares_cli.stages.evaluate import EvalConfig, run_eval
+    from ares_cli.store.artifacts import ArtifactStore
+
+    data = tmp_path / "bench.jsonl"
+    data.write_text(
+        '{"id": "p1", "problem": "1+1?", "answer": "2"}\n'
+        '{"id": "p2", "problem": "2+2?", "answer": ""}\n'
+        '{"id": "p3", "problem": "3+3?", "answer": "6"}\n'
+    )
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps({"problem_id": p, "sample_idx": 0, "response": f"\\boxed{{{a}}}",
+                                           "n_tokens": 3}) + "\n" for p, a in (("p1", 2), ("p3", 6))))  # fmt: skip
+    store = ArtifactStore(tmp_path / "art")
+    with pytest.raises(InputErrors) as info:
+        run_eval(store, model=None, cfg=EvalConfig(grade_workers=1), data=str(data), from_samples=str(samples),
+                 log=lambda m: None)  # fmt: skip
+    assert [(e.row, e.field) for e in info.value.errors] == [(2, "answer")]
+    run, results = run_eval(store, model=None, cfg=EvalConfig(grade_workers=1, skip_invalid_rows=True),
+                            data=str(data), from_samples=str(samples), log=lambda m: None)  # fmt: skip
+    stats = store.manifest(run.final_dir)["stats"]["data"]["bench"]
+    assert stats["rows"] == 2 and stats["source_rows"] == 3
+    assert stats["skipped_invalid"]["count"] == 1
+    assert (
+        stats["skipped_invalid"]["rows"][0]["row"] == 2 and stats["skipped_invalid"]["rows"][0]["id"] == "p2"
+    )
+    assert results["bench"]["overall"]["avg@1"] == 1.0

@@ -148,10 +148,12 @@ def prepare_rl(
         out.budget = checks.run("generation budget", lambda: rlconfig.resolve_rollout_budget(
             cfg, out.model_path, model_context(out.model_path)), lambda b: b.describe())  # fmt: skip
     limit = cfg.data_limit if cfg is not None else None
-    out.train = checks.run("data", lambda: load_problems(data, limit=limit), lambda d: f"{len(d)} problems")
+    skip = cfg.skip_invalid_rows if cfg is not None else False
+    out.train = checks.run("data", lambda: load_problems(data, limit=limit, skip_invalid_rows=skip),
+                           lambda d: f"{len(d)} problems")  # fmt: skip
     if val_data:
         val_limit = cfg.val.limit if cfg is not None else None
-        out.val = checks.run("val data", lambda: load_problems(val_data, limit=val_limit),
+        out.val = checks.run("val data", lambda: load_problems(val_data, limit=val_limit, skip_invalid_rows=skip),
                              lambda d: f"{len(d)} problems")  # fmt: skip
     loaded = [d for d in (out.train, out.val) if d is not None]
     if out.model_path is not None and loaded:
