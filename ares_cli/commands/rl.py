@@ -130,6 +130,7 @@ def command(
                     log=opts.log,
                     report_to=trackers,
                     progress=progress,
+                    prompt_lengths=prepared.prompt_lengths,
                 ),
                 budget,
                 prepared,
