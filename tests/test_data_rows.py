@@ -265,3 +265,39 @@ def test_eval_with_skip_invalid_rows_records_every_skipped_row_in_its_stats(tmp_
         stats["skipped_invalid"]["rows"][0]["row"] == 2 and stats["skipped_invalid"]["rows"][0]["id"] == "p2"
     )
     assert results["bench"]["overall"]["avg@1"] == 1.0
+
+
+def test_data_check_reports_answer_forms_and_prompt_token_quantiles(tmp_path, tiny_model_dir):
+    from ares_cli.data.summary import check_source, quantiles
+    from ares_cli.planning.data_checks import sampling_prompt_lengths
+    from ares_cli.stages.sampling import SamplingConfig
+
+    rows = [("1", "42", None), ("2", "\\frac{1}{2}", None), ("3", "B", None), ("4", "A, C", None),
+            ("5", "['24/7', '3.429']", None), ("6", "145°", ["100°", "145°"]), ("7", "yes", None)]  # fmt: skip
+    path = tmp_path / "forms.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "source": "s", "problem": "x" * (5 * int(i)), "answer": a,
+                                        **({"meta": {"options": o}} if o else {})}) + "\n" for i, a, o in rows))  # fmt: skip
+    summary = check_source(str(path), self_grade=False, model=str(tiny_model_dir))
+    assert summary["answer_forms"] == {
+        "integer": 1,
+        "latex": 1,
+        "choice": 2,
+        "multi-choice": 1,
+        "list": 1,
+        "text": 1,
+    }
+    assert summary["problem_chars_quantiles"] == {
+        "min": 5,
+        "p50": 20,
+        "p90": 35,
+        "p99": 35,
+        "max": 35,
+        "mean": 20.0,
+    }
+    records = load_problems(str(path)).records
+    expected = quantiles(sampling_prompt_lengths(records, str(tiny_model_dir), SamplingConfig()))
+    assert (
+        summary["prompt_tokens"] == {"model": str(tiny_model_dir), **expected}
+        and expected["max"] > expected["min"]
+    )
+    assert check_source(str(path), self_grade=False)["prompt_tokens"] is None
