@@ -27,10 +27,10 @@ def launched_together(world_size: int) -> bool:
 
 
 def one_machine() -> bool:
-    """Whether every rank runs on this machine (``LOCAL_WORLD_SIZE`` equals ``WORLD_SIZE``)."""
-    return os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")) == os.environ.get(
-        "WORLD_SIZE", "1"
-    )
+    """Whether every rank runs on this machine: the launcher says so (``LOCAL_WORLD_SIZE`` equals
+    ``WORLD_SIZE``); a launcher that does not say is taken to span several machines."""
+    local = os.environ.get("LOCAL_WORLD_SIZE")
+    return local is not None and local == os.environ.get("WORLD_SIZE", "1")
 
 
 def share_from_main(
