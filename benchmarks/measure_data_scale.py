@@ -140,6 +140,11 @@ def main() -> None:
     parser.add_argument("--commands", default="check,plan", help="check, plan or both")
     parser.add_argument("--timeout-s", type=float, default=3600)
     parser.add_argument("--max-rss-gib", type=float, default=14.0)
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="Start from an empty datasets cache (the first run builds its Arrow copy of the file).",
+    )
     args = parser.parse_args()
     if Path(__file__).resolve().parents[1] in args.scratch.resolve().parents:
         sys.exit("--scratch must lie outside the repository")
@@ -151,13 +156,19 @@ def main() -> None:
     twin = args.scratch / "twin-qwen2.5-math-1.5b"
     if not (twin / "config.json").is_file():
         header_only_twin(twin, "qwen2.5-math-1.5b")
+    cache = args.scratch / "hf-datasets"
+    if args.cold and cache.exists():
+        import shutil
+
+        shutil.rmtree(cache)
     env = os.environ | {
-        "PYTHONPATH": str(args.tree.resolve()), "HF_DATASETS_CACHE": str(args.scratch / "hf-datasets"),
+        "PYTHONPATH": str(args.tree.resolve()), "HF_DATASETS_CACHE": str(cache),
         "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "ARES_ARTIFACTS": str(args.scratch / "artifacts"),
         "OMP_NUM_THREADS": "1",
     }  # fmt: skip
     entry = [sys.executable, "-c", "from ares_cli.main import main; main()"]
-    results = {"tree": str(args.tree.resolve()), "rows": args.rows, "unique_prompts": min(UNIQUE, args.rows)}
+    results = {"tree": str(args.tree.resolve()), "rows": args.rows, "unique_prompts": min(UNIQUE, args.rows),
+               "datasets_cache": "cold" if args.cold else "as found"}  # fmt: skip
     wanted = args.commands.split(",")
     if "check" in wanted:
         results["data_check"] = run([*entry, "--json", "data", "check", str(manifest)], env,
