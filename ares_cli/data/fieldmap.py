@@ -131,7 +131,8 @@ class FieldMap:
 
     def read_columns(self) -> set[str]:
         """Top-level source columns this map reads (the rest of a table need not be read at all)."""
-        cols = {c.split(".")[0] for c in self.required_columns()}
+        named = self.required_columns()
+        cols = set(named) | {c.split(".")[0] for c in named}  # a dotted path, or a column named with a dot
         return cols | {self.source, "meta", "image", *self.image_columns()}
 
     def to_dict(self) -> dict[str, Any]:
