@@ -7,7 +7,8 @@ style} and extra_info {index}; generated problems, DAPO's own ``Answer:`` instru
 scratch directory, points a copy of the code tree's own ``dapo-math-17k`` manifest at it (its hub id
 replaced by the local folder, read by the same ``datasets`` loader), and runs the two commands of that
 tree as subprocesses, one at a time. Peak RSS is the largest resident set of the command's process tree,
-sampled every 0.2 s (grading workers included); a run over ``--max-rss-gib`` or ``--timeout-s`` is killed
+sampled every 0.2 s (grading workers included), and CPU seconds of that tree (user + system; the wall
+time of a loaded machine says less than the CPU time); a run over ``--max-rss-gib`` or ``--timeout-s`` is killed
 and reported as such (``"killed"``), its numbers up to then kept.
 
     nice -n 10 python benchmarks/measure_data_scale.py --tree . --scratch /tmp/dapo-scale [--rows 1791700]
@@ -88,10 +89,13 @@ def manifest_copy(tree: Path, hub: Path, scratch: Path, rows: int) -> Path:
     return out
 
 
-def tree_rss_kib(pid: int) -> int:
-    """Resident set of ``pid`` and all its descendants (KiB), from /proc."""
+def tree_usage(pid: int) -> tuple[int, float]:
+    """Resident set (KiB) and CPU seconds (user + system, exited children included) of ``pid`` and all its
+    descendants, from /proc."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -100,25 +104,29 @@ def tree_rss_kib(pid: int) -> int:
             status = (entry / "status").read_text()
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        fields = stat.rsplit(")", 1)[1].split()
+        ppid = int(fields[1])
         children.setdefault(ppid, []).append(int(entry.name))
+        cpu[int(entry.name)] = sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
         for line in status.splitlines():
             if line.startswith("VmRSS:"):
                 rss[int(entry.name)] = int(line.split()[1])
-    total, todo = 0, [pid]
+    total, seconds, todo = 0, 0.0, [pid]
     while todo:
         p = todo.pop()
         total += rss.get(p, 0)
+        seconds += cpu.get(p, 0.0)
         todo += children.get(p, [])
-    return total
+    return total, seconds
 
 
 def run(cmd: list[str], env: dict[str, str], *, timeout_s: float, max_rss_gib: float) -> dict:
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak, killed = 0, None
+    peak, cpu_s, killed = 0, 0.0, None
     while proc.poll() is None:
-        peak = max(peak, tree_rss_kib(proc.pid))
+        rss, seconds = tree_usage(proc.pid)
+        peak, cpu_s = max(peak, rss), max(cpu_s, seconds)
         elapsed = time.perf_counter() - started
         if elapsed > timeout_s or peak > max_rss_gib * 2**20:
             killed = f"over {timeout_s:.0f} s" if elapsed > timeout_s else f"over {max_rss_gib} GiB RSS"
@@ -128,7 +136,7 @@ def run(cmd: list[str], env: dict[str, str], *, timeout_s: float, max_rss_gib: f
         time.sleep(0.2)
     out, err = proc.communicate()
     return {"cmd": " ".join(cmd[3:]), "exit": proc.returncode, "wall_s": round(time.perf_counter() - started, 1),
-            "peak_rss_gib": round(peak / 2**20, 2), "killed": killed, "stdout_tail": out[-600:],
+            "cpu_s": round(cpu_s, 1), "peak_rss_gib": round(peak / 2**20, 2), "killed": killed, "stdout_tail": out[-600:],
             "stderr_tail": err[-1500:]}  # fmt: skip
 
 
