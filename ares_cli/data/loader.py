@@ -132,8 +132,10 @@ def open_hf(
     from ares_cli.data.hub import require_fetchable
 
     parts = []
-    for config in configs:
-        for part_split in split.split("+") if split and "+" in split else [split]:
+    for part_split in (
+        split.split("+") if split and "+" in split else [split]
+    ):  # splits, then configs, in order
+        for config in configs:
             label = (
                 f"hf:{hf_id}" + (f":{config}" if config else "") + (f"@{part_split}" if part_split else "")
             )
