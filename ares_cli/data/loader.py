@@ -125,8 +125,8 @@ def read_hf(
 def open_hf(
     hf_id: str, *, configs: tuple[str | None, ...] = (None,), split: str | None, revision=None
 ) -> tables.Table:
-    """A hub dataset (or local ``datasets`` directory) as a :class:`~ares_cli.data.tables.Table`: configs,
-    then ``+``-joined splits, concatenated in order; read later, in Arrow batches."""
+    """A hub dataset (or local ``datasets`` directory) as a :class:`~ares_cli.data.tables.Table`: ``+``-joined
+    splits and, within each, the configs, concatenated in order; read later, in Arrow batches."""
     import datasets
 
     from ares_cli.data.hub import require_fetchable
