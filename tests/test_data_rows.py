@@ -277,7 +277,10 @@ def test_data_check_reports_answer_forms_and_prompt_token_quantiles(tmp_path, ti
     path = tmp_path / "forms.jsonl"
     path.write_text("".join(json.dumps({"id": i, "source": "s", "problem": "x" * (5 * int(i)), "answer": a,
                                         **({"meta": {"options": o}} if o else {})}) + "\n" for i, a, o in rows))  # fmt: skip
-    summary = check_source(str(path), self_grade=False, model=str(tiny_model_dir))
+    from ares_cli.commands.data import _prompt_tokens
+
+    summary = check_source(str(path), self_grade=False,
+                           count_tokens=(str(tiny_model_dir), _prompt_tokens(str(tiny_model_dir))))  # fmt: skip
     assert summary["answer_forms"] == {
         "integer": 1,
         "latex": 1,

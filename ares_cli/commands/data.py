@@ -62,8 +62,8 @@ def check_command(
     if json_output and not opts.json:
         opts = dataclasses.replace(opts, json=True)
     summary = check_source(source, field_map=field_map, limit=limit, grader=grader, self_grade=self_grade,
-                           trust_grader_code=bool(trust_grader_code), model=model,
-                           skip_invalid_rows=skip_invalid_rows)  # fmt: skip
+                           trust_grader_code=bool(trust_grader_code), skip_invalid_rows=skip_invalid_rows,
+                           count_tokens=(model, _prompt_tokens(model)) if model else None)  # fmt: skip
     if summary["provenance"].get("resolved"):
         opts.log(f"note: {source!r} read as the {summary['provenance']['resolved']}")
     for row in summary["skipped_invalid"]["rows"]:
@@ -79,6 +79,19 @@ def check_command(
         summary,
         text=f"ok: {summary['rows']} rows from {prov['path_or_id']} (sha256 {prov['sha256'][:12]})",
     )
+
+
+def _prompt_tokens(model: str):
+    """Each record's prompt tokens with ``model``'s tokenizer and chat template (images expanded by its
+    processor), as ``ares eval`` renders them by default."""
+
+    def count(records: list[dict]) -> list[int]:
+        from ares_cli.planning.data_checks import sampling_prompt_lengths
+        from ares_cli.stages.sampling import SamplingConfig
+
+        return sampling_prompt_lengths(records, model, SamplingConfig())
+
+    return count
 
 
 @app.command("list")

@@ -6,7 +6,7 @@ import math
 import re
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ares_cli.data.loader import load_problems
@@ -131,13 +131,13 @@ def check_source(
     grader: str | None = None,
     self_grade: bool = True,
     trust_grader_code: bool = False,
-    model: str | None = None,
+    count_tokens: tuple[str, Callable[[list[dict]], list[int]]] | None = None,
     skip_invalid_rows: bool = False,
 ) -> dict:
     """Load and validate ``source``, decoding every image (raises InputErrors naming every bad row, file and
     field), and summarise it, with warnings about golds the grader cannot read
-    (:mod:`ares_cli.data.gold_check`; ``grader``: the manifest's, else math_verify). ``model``: prompt
-    token quantiles with its tokenizer and chat template (images expanded by its processor)."""
+    (:mod:`ares_cli.data.gold_check`; ``grader``: the manifest's, else math_verify). ``count_tokens``:
+    ``(model, count)``, prompt-token quantiles from ``count(records)`` (each record's prompt tokens)."""
     from ares_cli.data.gold_check import gold_warnings
     from ares_cli.data.images import inspect_images
     from ares_cli.data.records import raise_errors
@@ -150,14 +150,9 @@ def check_source(
         loaded.records, loaded.locations, grader=grader, self_grade=self_grade, trust_code=trust_grader_code
     )
     tokens = None
-    if model is not None:
-        from ares_cli.planning.data_checks import sampling_prompt_lengths
-        from ares_cli.stages.sampling import SamplingConfig
-
-        tokens = {
-            "model": model,
-            **quantiles(sampling_prompt_lengths(loaded.records, model, SamplingConfig())),
-        }
+    if count_tokens is not None:
+        model, count = count_tokens
+        tokens = {"model": model, **quantiles(count(loaded.records))}
     report = loaded.provenance.get("rows_report") or {}
     return {
         "source": str(source),

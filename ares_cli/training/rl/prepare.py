@@ -123,10 +123,10 @@ def prepare_rl(
 ) -> PreparedRL:
     """Run the RL stage's checks for ``world_size`` ranks; ``on_gpu`` decides ``optim.dtype=auto``.
     ``on_config(cfg)`` is called as soon as the config resolves (``ares plan`` starts its grader then)."""
-    from ares_cli.data.shared import launched_together, share_from_main
     from ares_cli.stages.budget import model_context
     from ares_cli.stages.inputs import resolve_model
     from ares_cli.training.rl import config as rlconfig
+    from ares_cli.training.rl.shared_data import launched_together, share_from_main
 
     checks = checks or Checklist()
     out = PreparedRL(world_size=world_size)
@@ -161,10 +161,10 @@ def _data_steps(checks: Checklist, out: PreparedRL, data: str, val_data: str | N
     every prompt counted against the room it has; with ``share``, all of it as JSON for the other ranks
     (None when its images live in this machine's image cache and other ranks run elsewhere)."""
     from ares_cli.data.loader import load_problems
-    from ares_cli.data.shared import has_images, one_machine, pack
     from ares_cli.models import check_image_support, load_tokenizer
     from ares_cli.stages.budget import model_context
     from ares_cli.stages.inputs import dataset_ref
+    from ares_cli.training.rl.shared_data import has_images, one_machine, pack
 
     cfg = out.cfg
     limit = cfg.data_limit if cfg is not None else None
@@ -210,8 +210,8 @@ def _data_steps(checks: Checklist, out: PreparedRL, data: str, val_data: str | N
 
 def _receive(out: PreparedRL, sent: dict) -> None:
     """Rank 0's data, on another rank: the records, their prompt lengths and the inputs they key."""
-    from ares_cli.data.shared import unpack
     from ares_cli.store.artifacts import InputRef
+    from ares_cli.training.rl.shared_data import unpack
 
     out.train, out.val = unpack(sent["train"]), unpack(sent["val"])
     out.prompt_lengths, out.prompt_limit = sent["prompt_lengths"], sent["prompt_limit"]
