@@ -38,17 +38,37 @@ def check_command(
         bool, typer.Option(help="Grade each gold, boxed, against itself (worker processes).")
     ] = True,
     trust_grader_code: TrustGraderCode = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", "-m", help="Prompt-token quantiles with this model's tokenizer and chat template."
+        ),
+    ] = None,
+    skip_invalid_rows: Annotated[
+        bool,
+        typer.Option(
+            "--skip-invalid-rows",
+            help="Drop invalid rows (each listed and counted) instead of failing (exit 3).",
+        ),
+    ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="JSON summary on stdout.")] = False,
 ) -> None:
-    """Validate every row (exit 3 naming each bad row and field), summarise the dataset, and warn about
-    golds the grader cannot read (control characters, empty, not graded correct against themselves)."""
+    """Validate every row (exit 3 naming each bad row and field), summarise the dataset (rows, duplicates,
+    exclusions, answer forms, prompt lengths) and warn about golds the grader cannot read (control
+    characters, empty, not graded correct against themselves)."""
     from ares_cli.data.summary import check_source
 
     opts = options(ctx)
     if json_output and not opts.json:
         opts = dataclasses.replace(opts, json=True)
     summary = check_source(source, field_map=field_map, limit=limit, grader=grader, self_grade=self_grade,
-                           trust_grader_code=bool(trust_grader_code))  # fmt: skip
+                           trust_grader_code=bool(trust_grader_code), skip_invalid_rows=skip_invalid_rows,
+                           count_tokens=(model, _prompt_tokens(model)) if model else None)  # fmt: skip
+    if summary["provenance"].get("resolved"):
+        opts.log(f"note: {source!r} read as the {summary['provenance']['resolved']}")
+    for row in summary["skipped_invalid"]["rows"]:
+        problems = "; ".join(f"{e['field'] or 'row'}: {e['message']}" for e in row["errors"])
+        opts.log(f"skipped: {row['file']}:{row['row']} id {row['id']!r}: {problems}")
     if opts.verbosity >= 0:
         _print_summary(opts.console, summary)
     for w in summary["gold_check"]["warnings"]:
@@ -59,6 +79,19 @@ def check_command(
         summary,
         text=f"ok: {summary['rows']} rows from {prov['path_or_id']} (sha256 {prov['sha256'][:12]})",
     )
+
+
+def _prompt_tokens(model: str):
+    """Each record's prompt tokens with ``model``'s tokenizer and chat template (images expanded by its
+    processor), as ``ares eval`` renders them by default."""
+
+    def count(records: list[dict]) -> list[int]:
+        from ares_cli.planning.data_checks import sampling_prompt_lengths
+        from ares_cli.stages.sampling import SamplingConfig
+
+        return sampling_prompt_lengths(records, model, SamplingConfig())
+
+    return count
 
 
 @app.command("list")
@@ -93,18 +126,39 @@ def list_command(ctx: typer.Context) -> None:
 
 
 def _print_summary(console, summary: dict) -> None:
+    from collections import Counter
+
     from rich.table import Table
 
     table = Table(title=f"{summary['source']}: {summary['rows']} valid rows", show_header=True)
     table.add_column("property")
     table.add_column("value")
     table.add_row("sources", _counts(summary["sources"]))
+    table.add_row("source rows", str(summary["source_rows"]))
+    dup = summary["duplicates"] or {}
+    table.add_row(
+        "duplicates",
+        f"{dup.get('dropped', 0)} dropped by dedup ({dup.get('conflicting_golds', 0)} with a different gold); "
+        f"{summary['repeated_prompts']} repeated prompts kept",
+    )
+    excluded = summary["excluded"]
+    table.add_row("excluded", ", ".join(f"{e['id']} ({e['reason']})" for e in excluded) or "-")
+    table.add_row("skipped invalid", str(summary["skipped_invalid"]["count"]))
     table.add_row("answer types", _counts(summary["answer_types"]))
+    table.add_row("answer forms", _counts(summary["answer_forms"]))
     table.add_row("difficulty", _counts(summary["difficulty"]) or "-")
     for key in ("problem_chars", "answer_chars"):
         s = summary[key]
         table.add_row(
             key.replace("_", " "), f"min {s['min']}  mean {s['mean']}  median {s['median']}  max {s['max']}"
+        )
+    q = summary["problem_chars_quantiles"]
+    table.add_row("problem chars p50/p90/p99", f"{q['p50']} / {q['p90']} / {q['p99']}")
+    if summary["prompt_tokens"]:
+        t = summary["prompt_tokens"]
+        table.add_row(
+            "prompt tokens",
+            f"min {t['min']}  p50 {t['p50']}  p90 {t['p90']}  p99 {t['p99']}  max {t['max']}  ({t['model']})",
         )
     table.add_row("with images", str(summary["with_images"]))
     im = summary["image_stats"]
@@ -121,7 +175,11 @@ def _print_summary(console, summary: dict) -> None:
     )
     table.add_row("sha256", prov["sha256"])
     gold = summary["gold_check"]
-    table.add_row("gold warnings", f"{len(gold['warnings'])} (grader {gold['grader']})")
+    kinds = _counts(dict(Counter(w["kind"] for w in gold["warnings"])))
+    table.add_row(
+        "gold warnings",
+        f"{len(gold['warnings'])} (grader {gold['grader']})" + (f": {kinds}" if kinds else ""),
+    )
     console.print(table)
 
 

@@ -129,15 +129,22 @@ def command(
                     log=opts.log,
                     report_to=trackers,
                     progress=progress,
+                    prompt_lengths=prepared.prompt_lengths,
                 ),
                 budget,
+                prepared,
             ),
         )
 
 
-def _recording(outcome, budget):
-    """``outcome`` with the generation budget and its source in its manifest stats."""
+def _recording(outcome, budget, prepared):
+    """``outcome`` with the generation budget and its source, and what loading left out of the data, in
+    its manifest stats."""
+    from ares_cli.stages.inputs import data_stats
+
     outcome.stats["generation_budget"] = budget.record()
+    outcome.stats["data"] = {k: data_stats(d) for k, d in (("train", prepared.train), ("val", prepared.val))
+                             if d is not None}  # fmt: skip
     return outcome
 
 

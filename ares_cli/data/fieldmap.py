@@ -7,8 +7,13 @@ after the last separator, e.g. GSM8K's ``####``), ``answer_regex`` (first group,
 object is kept as the base of ``meta``. Multiple-choice sources: ``options`` (a column holding the option
 list, or a list of columns holding one option each) → ``meta.options``, appended to the problem as
 ``(A) ...`` lines; ``shuffle_options`` (true) orders them by a permutation seeded by the record id (GPQA
-stores the correct option first); ``options_text`` (a column of already formatted options, appended as is). Written as a YAML mapping in manifests, or on the command line as
-``problem=question,answer=solution,id=index,meta.level=level``.
+stores the correct option first); ``append_options`` (false: the problem text already lists them, as
+MathVista's ``query`` does; they are kept in ``meta.options`` only); ``options_text`` (a column of already
+formatted options, appended as is). Images: ``images`` names one column (a path, a list of paths, or an
+image value) or a list of columns read in order, empty ones skipped (MMMU's ``image_1`` .. ``image_7``, in
+the order the ``<image N>`` tags number them); ``image_dir`` is the folder, relative to the data file,
+that relative image paths start from (LogicVista's ``images/``). Written as a YAML mapping in manifests,
+or on the command line as ``problem=question,answer=solution,id=index,meta.level=level``.
 """
 
 from __future__ import annotations
@@ -31,7 +36,11 @@ _KEYS = (
     "options",
     "options_text",
     "shuffle_options",
+    "append_options",
+    "image_dir",
 )
+_FLAGS = ("shuffle_options", "append_options")
+DEFAULT_IMAGES = "images"
 _ALIASES = {"id": "id_from"}
 
 
@@ -43,7 +52,7 @@ class FieldMap:
     answer: str = "answer"
     id_from: str = "id"
     source: str = "source"
-    images: str = "images"
+    images: str | tuple[str, ...] = DEFAULT_IMAGES
     answer_after: str | None = None
     answer_regex: str | None = None
     difficulty: str | None = None
@@ -51,6 +60,8 @@ class FieldMap:
     options: tuple[str, ...] | str | None = None
     options_text: str | None = None
     shuffle_options: bool = False
+    append_options: bool = True
+    image_dir: str | None = None
 
     @classmethod
     def parse(cls, spec: dict | str | None, *, base: FieldMap | None = None) -> FieldMap:
@@ -77,14 +88,18 @@ class FieldMap:
                     raise ValueError("meta: must be a mapping (meta key: column) or a list of columns")
             elif key not in _KEYS:
                 raise ValueError(f"{raw_key}: unknown field map key (allowed: id, {', '.join(_KEYS)})")
-            elif key == "shuffle_options":
+            elif key in _FLAGS:
+                if isinstance(value, str) and value.lower() in ("true", "false"):  # k=v on the command line
+                    value = value.lower() == "true"
                 if not isinstance(value, bool):
-                    raise ValueError(f"shuffle_options: expected true or false, got {value!r}")
+                    raise ValueError(f"{key}: expected true or false, got {value!r}")
                 updates[key] = value
-            elif key == "options" and isinstance(value, (list, tuple)):
+            elif key in ("options", "images") and isinstance(value, (list, tuple)):
                 if not value:
-                    raise ValueError("options: expected a column or a non-empty list of columns")
+                    raise ValueError(f"{key}: expected a column or a non-empty list of columns")
                 updates[key] = tuple(_column(raw_key, v) for v in value)
+            elif key == "image_dir":
+                updates[key] = _relative_dir(_column(raw_key, value))
             else:
                 updates[key] = _column(raw_key, value)
         if updates.get("answer_regex") is not None:
@@ -106,7 +121,19 @@ class FieldMap:
             cols.setdefault(col, "meta.options")
         if self.options_text:
             cols.setdefault(self.options_text, "problem")
+        for col in self.image_columns() if self.images != DEFAULT_IMAGES else ():
+            cols.setdefault(col, "images")  # a named image column that is absent would load text-only
         return cols
+
+    def image_columns(self) -> tuple[str, ...]:
+        """The columns images are read from, in order."""
+        return (self.images,) if isinstance(self.images, str) else self.images
+
+    def read_columns(self) -> set[str]:
+        """Top-level source columns this map reads (the rest of a table need not be read at all)."""
+        named = self.required_columns()
+        cols = set(named) | {c.split(".")[0] for c in named}  # a dotted path, or a column named with a dot
+        return cols | {self.source, "meta", "image", *self.image_columns()}
 
     def to_dict(self) -> dict[str, Any]:
         """Plain mapping (for provenance and config hashing)."""
@@ -133,11 +160,9 @@ class FieldMap:
             if problem:
                 errors["answer"] = problem
         record["answer"] = answer
-        images = row.get(self.images)
+        images = self.images_of(row)
         if images is not None:
-            record["images"] = (
-                list(images) if isinstance(images, tuple) else [images] if isinstance(images, str) else images
-            )
+            record["images"] = images
         meta = dict(row["meta"]) if isinstance(row.get("meta"), dict) else {}
         meta.update({key: lookup(row, col) for key, col in self.meta.items()})
         if self.difficulty:
@@ -148,12 +173,27 @@ class FieldMap:
                 errors["meta.options"] = problem
             elif options:
                 meta["options"] = options
-                record["problem"] = _with_options(record["problem"], options)
+                if self.append_options:
+                    record["problem"] = _with_options(record["problem"], options)
         if self.options_text and lookup(row, self.options_text) is not None:
             record["problem"] = f"{record['problem']}\n{lookup(row, self.options_text)}"
         if meta:
             record["meta"] = meta
         return record, errors
+
+    def images_of(self, row: dict) -> Any:
+        """The row's image values (a list, in column order; None when it has none)."""
+        if isinstance(self.images, str):
+            value = row.get(self.images)
+            return list(value) if isinstance(value, tuple) else [value] if isinstance(value, str) else value
+        found: list = []
+        for col in self.images:  # several columns, in order; empty ones skipped
+            value = row.get(col)
+            if isinstance(value, (list, tuple)):
+                found.extend(value)
+            elif value is not None:
+                found.append(value)
+        return found or None
 
     def _options(self, row: dict, rid: Any) -> tuple[list[str], str | None]:
         if isinstance(self.options, str):
@@ -246,6 +286,16 @@ def _parse_string(spec: str) -> dict[str, str]:
 def _column(key: Any, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{key}: expected a non-empty column name or string, got {value!r}")
+    return value
+
+
+def _relative_dir(value: str) -> str:
+    """``image_dir`` must stay inside the dataset's folder: relative, no ``..`` (data never escapes its root)."""
+    from pathlib import PurePosixPath
+
+    parts = PurePosixPath(value.replace("\\", "/")).parts
+    if value.startswith(("/", "~")) or ".." in parts:
+        raise ValueError(f"image_dir: {value!r} must be a folder inside the dataset's directory")
     return value
 
 

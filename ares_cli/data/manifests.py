@@ -6,7 +6,8 @@ Schema (unknown keys are errors)::
     description: ...
     source:                         # exactly one of:
       hf: {id: org/name, split: test | [s1, s2], config: c | [c1, c2], revision: sha}  # concatenated
-      local: {path: package:ares_cli/toy/data/train.jsonl}                   # or a path relative to the manifest
+      local: {path: package:ares_cli/toy/data/train.jsonl, layout: records | keyed_object, key_column: id}
+                                    # path: or relative to the manifest; layout: see ares_cli.data.tables
     field_map: {problem: question, answer: answer, id_from: index, ...}     # see ares_cli.data.fieldmap
     licence: MIT
     expected_rows: 500              # optional; a mismatch is an error
@@ -17,6 +18,12 @@ Schema (unknown keys are errors)::
                                     # options (ares_cli.grading.options), applied by the grader above
     subset: {problem_version: Vision Only}   # optional: keep only rows whose columns equal these values
     aggregate: {kind: worst_case, group: qid}  # optional benchmark score (ares_cli.scoring.aggregations)
+    dedup: prompt                   # optional: drop rows whose prompt (text and images) an earlier row has
+    exclude:                        # optional: rows of the source left out, each with the reason
+      - {id: v1_382, reason: empty question and answer in the published file}
+
+Comments in a manifest carry its evidence: where the real layout (columns, splits, row counts, answer
+formats, images) was read, and what it says.
 
 Lookup order: ``$ARES_MANIFESTS`` (os.pathsep-separated, first wins), then the repository's top-level
 ``data_manifests/`` (``Path(ares_cli.__file__).parents[1]``), then ``ares_cli/data_manifests/`` if installed.
@@ -38,8 +45,10 @@ ENV_VAR = "ARES_MANIFESTS"
 PACKAGE_PREFIX = "package:"
 _TOP_KEYS = {
     "name", "description", "source", "field_map", "licence", "license", "expected_rows", "source_label",
-    "difficulty_field", "homepage", "citation", "notes", "grader", "subset", "aggregate", "grading",
+    "difficulty_field", "homepage", "citation", "notes", "grader", "subset", "aggregate", "grading", "dedup",
+    "exclude",
 }  # fmt: skip
+DEDUP_KEYS = ("prompt",)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -59,6 +68,8 @@ class LocalSource:
 
     path: Path
     spec: str
+    layout: str = "records"
+    key_column: str = "id"
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,8 @@ class Manifest:
     subset: dict[str, Any] | None = None
     aggregate: dict[str, Any] | None = None
     grading: dict[str, Any] | None = None  # validated grading options (ares_cli.grading.options)
+    dedup: str | None = None
+    exclude: dict[str, str] | None = None  # record id -> why it is left out
 
     def to_dict(self) -> dict[str, Any]:
         """Plain mapping for summaries and provenance."""
@@ -84,13 +97,21 @@ class Manifest:
         source = (
             {"hf": {"id": src.id, "split": src.split, "configs": list(src.configs), "revision": src.revision}}
             if isinstance(src, HFSource)
-            else {"local": {"path": str(src.path), "spec": src.spec}}
+            else {
+                "local": {
+                    "path": str(src.path),
+                    "spec": src.spec,
+                    "layout": src.layout,
+                    "key_column": src.key_column,
+                }
+            }
         )
         return {
             "name": self.name, "description": self.description, "source": source, "licence": self.licence,
             "field_map": self.field_map.to_dict(), "expected_rows": self.expected_rows,
             "source_label": self.source_label, "path": str(self.path), "grader": self.grader,
-            "subset": self.subset, "aggregate": self.aggregate, "grading": self.grading,
+            "subset": self.subset, "aggregate": self.aggregate, "grading": self.grading, "dedup": self.dedup,
+            "exclude": self.exclude,
         }  # fmt: skip
 
 
@@ -219,13 +240,42 @@ def parse_manifest(path: str | Path) -> Manifest:
             check_spec(aggregate)
         except ValueError as exc:
             err("aggregate", str(exc))
+    dedup = doc.get("dedup")
+    if dedup is not None and dedup not in DEDUP_KEYS:
+        err("dedup", f"must be one of {', '.join(DEDUP_KEYS)}, got {dedup!r}")
+    exclude = _parse_exclude(doc.get("exclude"), err)
     if errors:
         raise InputErrors(errors)
     return Manifest(
         name=name, description=description, source=source, field_map=fmap, licence=licence,
         expected_rows=expected, source_label=label, path=path, grader=grader, subset=subset,
-        aggregate=aggregate, grading=grading,
+        aggregate=aggregate, grading=grading, dedup=dedup, exclude=exclude,
     )  # fmt: skip
+
+
+def _parse_exclude(value: Any, err) -> dict[str, str] | None:
+    """``exclude: [{id, reason}, ...]`` -> {id: reason}; every entry needs both, ids once."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value:
+        err("exclude", "must be a non-empty list of {id: ..., reason: ...}")
+        return None
+    out: dict[str, str] = {}
+    for i, entry in enumerate(value):
+        where = f"exclude[{i}]"
+        if not isinstance(entry, dict) or set(entry) != {"id", "reason"}:
+            err(where, f"must be a mapping with exactly 'id' and 'reason', got {entry!r}")
+            continue
+        rid, reason = entry["id"], entry["reason"]
+        if isinstance(rid, bool) or not isinstance(rid, (str, int)) or not str(rid).strip():
+            err(f"{where}.id", f"must be a record id (string or integer), got {rid!r}")
+        elif not isinstance(reason, str) or not reason.strip():
+            err(f"{where}.reason", "must say why the row is left out")
+        elif str(rid) in out:
+            err(f"{where}.id", f"{rid!r} is listed twice")
+        else:
+            out[str(rid)] = reason.strip()
+    return out
 
 
 def _grader_problem(grader: Any) -> str | None:
@@ -285,7 +335,7 @@ def _parse_source(src: Any, path: Path, err) -> HFSource | LocalSource | None:
     if not isinstance(body, dict):
         err(f"source.{kind}", "must be a mapping")
         return None
-    allowed = {"hf": {"id", "split", "config", "revision"}, "local": {"path"}}[kind]
+    allowed = {"hf": {"id", "split", "config", "revision"}, "local": {"path", "layout", "key_column"}}[kind]
     for key in body:
         if key not in allowed:
             err(f"source.{kind}.{key}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
@@ -297,7 +347,16 @@ def _parse_source(src: Any, path: Path, err) -> HFSource | LocalSource | None:
         resolved = resolve_local_path(spec, path)
         if resolved.suffix not in (".jsonl", ".json", ".parquet"):
             err("source.local.path", f"unsupported file type {resolved.suffix!r} (.jsonl, .json, .parquet)")
-        return LocalSource(path=resolved, spec=spec)
+        from ares_cli.data.tables import LAYOUTS
+
+        layout, key_column = body.get("layout", "records"), body.get("key_column", "id")
+        if layout not in LAYOUTS:
+            err("source.local.layout", f"must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+        elif layout == "keyed_object" and resolved.suffix != ".json":
+            err("source.local.layout", "keyed_object reads a .json file holding one object")
+        if not isinstance(key_column, str) or not key_column.strip():
+            err("source.local.key_column", f"must be a column name, got {key_column!r}")
+        return LocalSource(path=resolved, spec=spec, layout=str(layout), key_column=str(key_column))
     bad = False
     split = body.get("split")
     if isinstance(split, list) and split and all(isinstance(x, str) and x.strip() for x in split):

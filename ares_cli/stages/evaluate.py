@@ -175,8 +175,11 @@ def run_eval(
     )
     (run.work_dir / "results.md").write_text("\n".join(tables))
     overall = {n: r["overall"] for n, r in results.items()}
+    from ares_cli.stages.inputs import data_stats
+
     stats = {"benches": overall, "timing": timing, "skipped_long_prompts": skipped,
-             "generation_budget": budget.record()}  # fmt: skip
+             "generation_budget": budget.record(),
+             "data": {n: data_stats(d) for n, d in prepared.loaded.items()}}  # fmt: skip
     if judge is not None:
         stats["judge"] = save_verdicts(judge, run.work_dir)
     run.finalize(stats)

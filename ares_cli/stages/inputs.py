@@ -70,6 +70,19 @@ def deepspeed_config_ref(store: ArtifactStore, path: str, *, hash_file: bool = T
     return store.input_ref("deepspeed", path) if hash_file else None
 
 
+def data_stats(loaded) -> dict[str, Any]:
+    """What loading left out of a dataset, for a stage's artifact stats: source rows, rows kept, duplicates
+    dropped (and those with another gold), excluded rows with their reasons, invalid rows skipped."""
+    report = loaded.provenance.get("rows_report") or {}
+    dup = report.get("duplicates") or {}
+    return {
+        "source_rows": report.get("source_rows"), "rows": len(loaded.records),
+        "duplicates_dropped": dup.get("dropped", 0), "conflicting_golds": dup.get("conflicting_golds", 0),
+        "excluded": [{"id": e["id"], "reason": e["reason"]} for e in report.get("excluded", [])],
+        "skipped_invalid": report.get("skipped_invalid", {"count": 0, "rows": []}),
+    }  # fmt: skip
+
+
 def dataset_ref(records: list[dict[str, Any]], provenance: dict[str, Any], *, role: str = "data") -> InputRef:
     """An InputRef for loaded problems, keyed by the records themselves (after field map and limit), with
     each image path replaced by the sha256 of its bytes.

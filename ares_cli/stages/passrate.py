@@ -148,7 +148,9 @@ def prepare_passrate(
     checks = checks or Checklist()
     out = PreparedPassrate(cfg=cfg, inputs=[])
     out.loaded = checks.run(
-        "data", lambda: load_problems(data, limit=cfg.limit), lambda d: f"{len(d)} problems"
+        "data",
+        lambda: load_problems(data, limit=cfg.limit, skip_invalid_rows=cfg.skip_invalid_rows),
+        lambda d: f"{len(d)} problems",
     )
     if out.loaded is not None:  # the data's manifest may declare how its benchmark is graded
         from dataclasses import replace
@@ -245,8 +247,10 @@ def run_passrate(
         log(f"passrate: resuming {run.artifact_id} with {len(rows)} samples already graded")
     load_verdicts(judge, run.work_dir)
     stats = _sample(problems, rows, cfg, model_path, progress or _progress_lines(log), judge)
+    from ares_cli.stages.inputs import data_stats
+
     extra = {"timing": stats, "shard": cfg.shard, "skipped_long_prompts": skipped,
-             "generation_budget": budget.record()}  # fmt: skip
+             "generation_budget": budget.record(), "data": data_stats(prepared.loaded)}  # fmt: skip
     if judge is not None:
         extra["judge"] = save_verdicts(judge, run.work_dir)
     return run, _finish(run, problems, rows, cfg, extra)

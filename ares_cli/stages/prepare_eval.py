@@ -90,8 +90,8 @@ def prepare_eval(
         checks.fail("model", UsageError("--model is required (or --from-samples / --regrade)"))
     for plan in benches:
         name = plan["name"]
-        loaded = checks.run(f"data {name}", lambda p=plan: load_problems(p["source"], limit=cfg.limit),
-                            lambda d: f"{len(d)} problems")  # fmt: skip
+        loaded = checks.run(f"data {name}", lambda p=plan: load_problems(
+            p["source"], limit=cfg.limit, skip_invalid_rows=cfg.skip_invalid_rows), lambda d: f"{len(d)} problems")  # fmt: skip
         if loaded is None:
             continue
         out.loaded[name] = loaded

@@ -66,6 +66,9 @@ class SamplingConfig:
         0.1, "Fail the stage when more than this fraction of samples is graded 'error' (a broken grader).",
         ge=0.0, le=1.0,
     )  # fmt: skip
+    skip_invalid_rows: bool = option(
+        False, "Drop the dataset's invalid rows (each listed in the artifact's stats) instead of failing."
+    )
     skip_long_prompts: bool = option(
         False,
         "Skip (and report) problems whose prompt + max_new_tokens exceeds the model's context, not fail.",

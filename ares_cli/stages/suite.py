@@ -267,7 +267,7 @@ def prepare_suite(suite: Suite, cfg) -> None:
     errors: list[InputError] = []
     for i, b in enumerate(suite.benches):
         try:
-            loaded = load_problems(b.bench, limit=cfg.limit)
+            loaded = load_problems(b.bench, limit=cfg.limit, skip_invalid_rows=cfg.skip_invalid_rows)
             grader = grader_for(cfg.grader, loaded.manifest)
             check_golds(loaded.records, grader, b.bench, cfg.trust_grader_code, loaded.locations)
         except InputErrors as exc:

@@ -256,6 +256,9 @@ class RLConfig:
         None, "Stop (checkpointed) after this step; rerun resumes. Not keyed.", ge=1
     )
     data_limit: int | None = option(None, "Only the first N training problems.", ge=1)
+    skip_invalid_rows: bool = option(
+        False, "Drop the datasets' invalid rows (each listed in the artifact's stats) instead of failing."
+    )
     rollout: RolloutConfig = option(RolloutConfig(), "Generation settings.")
     optim: OptimConfig = option(OptimConfig(), "Optimiser and PPO schedule.")
     loss: LossConfig = option(LossConfig(), "Policy loss, advantages, aggregation.")

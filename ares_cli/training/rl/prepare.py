@@ -11,6 +11,7 @@ a strict :class:`~ares_cli.stages.checklist.Checklist`; ``ares plan rl`` through
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,11 +123,10 @@ def prepare_rl(
 ) -> PreparedRL:
     """Run the RL stage's checks for ``world_size`` ranks; ``on_gpu`` decides ``optim.dtype=auto``.
     ``on_config(cfg)`` is called as soon as the config resolves (``ares plan`` starts its grader then)."""
-    from ares_cli.data.loader import load_problems
-    from ares_cli.models import check_image_support, load_tokenizer
     from ares_cli.stages.budget import model_context
-    from ares_cli.stages.inputs import dataset_ref, resolve_model
+    from ares_cli.stages.inputs import resolve_model
     from ares_cli.training.rl import config as rlconfig
+    from ares_cli.training.rl.shared_data import launched_together, share_from_main
 
     checks = checks or Checklist()
     out = PreparedRL(world_size=world_size)
@@ -147,18 +147,34 @@ def prepare_rl(
     if cfg is not None and out.model_path is not None:
         out.budget = checks.run("generation budget", lambda: rlconfig.resolve_rollout_budget(
             cfg, out.model_path, model_context(out.model_path)), lambda b: b.describe())  # fmt: skip
+    if launched_together(world_size):  # one rank reads, validates and counts; the others receive it
+        share_from_main(lambda: _data_steps(checks, out, data, val_data, hash_inputs, share=True),
+                        lambda sent: _receive(out, sent))  # fmt: skip
+    else:
+        _data_steps(checks, out, data, val_data, hash_inputs)
+    return out
+
+
+def _data_steps(checks: Checklist, out: PreparedRL, data: str, val_data: str | None, hash_inputs: bool,
+                share: bool = False) -> dict | None:  # fmt: skip
+    """The training and validation problems, their images against the model, choice golds, branching, and
+    every prompt counted against the room it has; with ``share``, all of it as JSON for the other ranks
+    (None when its images live in this machine's image cache and other ranks run elsewhere)."""
+    from ares_cli.data.loader import load_problems
+    from ares_cli.models import check_image_support, load_tokenizer
+    from ares_cli.stages.budget import model_context
+    from ares_cli.stages.inputs import dataset_ref
+    from ares_cli.training.rl.shared_data import has_images, one_machine, pack
+
+    cfg = out.cfg
     limit = cfg.data_limit if cfg is not None else None
-    out.train = checks.run("data", lambda: load_problems(data, limit=limit), lambda d: f"{len(d)} problems")
-    if cfg is not None and out.train is not None:  # the training data's manifest: how it is graded
-        from dataclasses import replace
-
-        from ares_cli.grading.declared import grader_for
-
-        grader = grader_for(cfg.grading.grader, out.train.manifest)
-        cfg = out.cfg = replace(cfg, grading=replace(cfg.grading, grader=grader))
+    skip = cfg.skip_invalid_rows if cfg is not None else False
+    out.train = checks.run("data", lambda: load_problems(data, limit=limit, skip_invalid_rows=skip),
+                           lambda d: f"{len(d)} problems")  # fmt: skip
+    cfg = _grade_as_declared(out)
     if val_data:
         val_limit = cfg.val.limit if cfg is not None else None
-        out.val = checks.run("val data", lambda: load_problems(val_data, limit=val_limit),
+        out.val = checks.run("val data", lambda: load_problems(val_data, limit=val_limit, skip_invalid_rows=skip),
                              lambda d: f"{len(d)} problems")  # fmt: skip
     loaded = [d for d in (out.train, out.val) if d is not None]
     if out.model_path is not None and loaded:
@@ -186,7 +202,35 @@ def prepare_rl(
         out.refs["data"] = dataset_ref(out.train.records, out.train.provenance)
         if out.val is not None:
             out.refs["val_data"] = dataset_ref(out.val.records, out.val.provenance, role="val_data")
-    return out
+    if not share or (has_images(out.train, out.val) and not one_machine()):
+        return None
+    return {"train": pack(out.train), "val": pack(out.val), "prompt_lengths": out.prompt_lengths,
+            "prompt_limit": out.prompt_limit,
+            "refs": {k: dataclasses.asdict(v) for k, v in out.refs.items() if k in ("data", "val_data")}}  # fmt: skip
+
+
+def _grade_as_declared(out: PreparedRL):
+    """The config with the grader the training data's manifest declares (its grading options too)."""
+    if out.cfg is None or out.train is None:
+        return out.cfg
+    from dataclasses import replace
+
+    from ares_cli.grading.declared import grader_for
+
+    grader = grader_for(out.cfg.grading.grader, out.train.manifest)
+    out.cfg = replace(out.cfg, grading=replace(out.cfg.grading, grader=grader))
+    return out.cfg
+
+
+def _receive(out: PreparedRL, sent: dict) -> None:
+    """Rank 0's data, on another rank: the records, their prompt lengths and the inputs they key."""
+    from ares_cli.store.artifacts import InputRef
+    from ares_cli.training.rl.shared_data import unpack
+
+    out.train, out.val = unpack(sent["train"]), unpack(sent["val"])
+    _grade_as_declared(out)
+    out.prompt_lengths, out.prompt_limit = sent["prompt_lengths"], sent["prompt_limit"]
+    out.refs.update({k: InputRef(**v) for k, v in sent["refs"].items()})
 
 
 def _deepspeed(store, cfg, world_size: int, on_gpu: bool, out: PreparedRL, hash_inputs: bool) -> dict:

@@ -75,9 +75,11 @@ class RLRun:
             self.progress.update(completed, total=total, phase="")
 
 
-def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress) -> tuple[RLRun, LoopState]:
+def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
+           prompt_lengths=None) -> tuple[RLRun, LoopState]:  # fmt: skip
     """Everything before the first step, and the loop state to start from (resumed when a checkpoint
-    exists). Call on every rank."""
+    exists). Call on every rank; ``prompt_lengths`` (one per problem, as the preparation counted them)
+    spares encoding every prompt again."""
     import random
 
     import numpy as np
@@ -120,7 +122,8 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress) -
     processor = load_processor(model_path, min_pixels=r.min_pixels, max_pixels=r.max_pixels)
     check_branching(cfg, problems)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    problems = fitting_prompts(problems, tokenizer, cfg, log, processor, window=model_context(model_path))
+    problems = fitting_prompts(problems, tokenizer, cfg, log, processor, window=model_context(model_path),
+                               lengths=prompt_lengths)  # fmt: skip
     algo = build_algorithm(cfg, reduce, distributed.all_gather_1d)
     model = load_model(model_path)
     if cfg.optim.gradient_checkpointing:  # transformers 5 renamed it (the old name warns), as in sft.py
@@ -166,16 +169,18 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress) -
     return run, loop
 
 
-def fitting_prompts(problems, tokenizer, cfg, log, processor=None, window=None) -> list[dict]:
+def fitting_prompts(problems, tokenizer, cfg, log, processor=None, window=None, lengths=None) -> list[dict]:
     """The problems whose rendered prompt fits ``rollout.max_prompt_tokens`` and the room the response
     budget leaves in the model's ``window``-token context (the others are dropped, and counted in the
-    log); none fitting is an input error."""
+    log); none fitting is an input error. ``lengths``: their token counts when already known (one per
+    problem), else each prompt is encoded here."""
     from ares_cli.errors import InputError
     from ares_cli.training.rl.prepare import prompt_token_limit
     from ares_cli.training.rl.rollout import encode_prompts
 
     limit = prompt_token_limit(cfg, window)  # max_prompt_tokens, and the room the budget leaves
-    lengths = [len(ids) for ids in encode_prompts(tokenizer, problems, cfg.rollout, processor)]
+    if lengths is None or len(lengths) != len(problems):
+        lengths = [len(ids) for ids in encode_prompts(tokenizer, problems, cfg.rollout, processor)]
     keep = [p for p, n in zip(problems, lengths, strict=True) if n <= limit]
     if len(keep) < len(problems):
         log(f"rl: dropped {len(problems) - len(keep)} prompts longer than {limit} tokens")

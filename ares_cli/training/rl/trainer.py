@@ -39,12 +39,14 @@ def train_rl(
     log: Callable[[str], None] = print,
     report_to: tuple[str, ...] = ("jsonl",),
     progress=None,
+    prompt_lengths: list[int] | None = None,
 ) -> RLResult:
     """Train ``model_path`` with ``cfg.algo`` on ``problems``; checkpoints under ``out_dir/checkpoints``
     (resumed from automatically), metrics in ``out_dir/metrics.jsonl``, final model in ``out_dir/model``.
     Call on every rank; ``cfg.max_steps_this_run`` stops (checkpointed) early, for tests and time slots.
     ``report_to``: trackers beside ``metrics.jsonl`` (:mod:`ares_cli.training.tracking`); ``progress``: a
-    :class:`ares_cli.console.Progress` advanced per step, showing the current phase."""
+    :class:`ares_cli.console.Progress` advanced per step, showing the current phase; ``prompt_lengths``: each
+    problem's prompt tokens as the preparation counted them (not encoded again)."""
     from ares_cli.grading import GradingPool
     from ares_cli.training.rl import phases
     from ares_cli.training.rl.engines import sync_backend
@@ -61,7 +63,7 @@ def train_rl(
     from ares_cli.training.tracking import MetricLog
 
     run, loop = set_up(cfg, model_path=model_path, problems=problems, val_problems=val_problems,
-                       out_dir=out_dir, log=log, progress=progress)  # fmt: skip
+                       out_dir=out_dir, log=log, progress=progress, prompt_lengths=prompt_lengths)  # fmt: skip
     rows = MetricLog(run.out_dir, resumed_step=loop.step, is_main=run.dist.is_main, report_to=report_to,
                      config=dataclasses.asdict(cfg))  # fmt: skip
     stop = min(cfg.steps, cfg.max_steps_this_run or cfg.steps)
