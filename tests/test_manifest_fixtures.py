@@ -190,3 +190,31 @@ def test_the_fixture_files_are_what_make_fixtures_writes(tmp_path, monkeypatch):
             assert pq.read_table(a).to_pylist() == pq.read_table(b).to_pylist(), rel
         else:
             assert a.read_bytes() == b.read_bytes(), rel
+
+
+# name -> [(row id, response, grade)]: the fixture's loaded rows graded by the manifest's declared grader
+GRADED_ON_FIXTURE = {
+    "mathvista": [("1", r"\boxed{A}", "correct"), ("1", r"\boxed{145^\circ}", "correct"),
+                  ("1", r"\boxed{B}", "incorrect"), ("2", r"\boxed{3}", "correct"), ("2", r"\boxed{A}", "incorrect")],
+    "dynamath": [("dynamath-1", r"\boxed{2.094}", "correct"), ("dynamath-1", r"\boxed{\frac{2\pi}{3}}", "correct"),
+                 ("dynamath-1", r"\boxed{2.09}", "incorrect"), ("dynamath-1", r"\boxed{2.1}", "incorrect")],
+    "logicvista": [("v1_1", r"\boxed{A, C}", "correct"), ("v1_1", r"\boxed{C, A}", "correct"),
+                   ("v1_1", r"\boxed{A}", "incorrect"), ("v1_1", r"\boxed{A, B, C}", "incorrect")],
+    "dapo-math-17k": [("dapo-math-17k-0", "So the sum is 21.\n\nAnswer: 21", "correct"),
+                      ("dapo-math-17k-0", "Answer: 21\n\nWait, it is 22.", "invalid")],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(GRADED_ON_FIXTURE))
+def test_fixture_rows_are_graded_by_the_manifests_declared_grader(name, tmp_path):
+    """End to end: rows loaded from the real layout carry what their grading needs (options, golds),
+    and the grader the manifest declares (with its options) grades the benchmark's own answer forms."""
+    from ares_cli.grading import GradingPool
+    from ares_cli.grading.declared import grader_for
+
+    by_id = {r["id"]: r for r in load_problems(on_fixture(name, tmp_path)).records}
+    cases = GRADED_ON_FIXTURE[name]
+    with GradingPool(grader_for(None, load_manifest(name)), workers=1, timeout_s=30) as pool:
+        golds = [pool.gold_for(by_id[rid]) for rid, _, _ in cases]
+        grades = [r.grade for r in pool.grade(list(zip(golds, [resp for _, resp, _ in cases], strict=True)))]
+    assert grades == [grade for _, _, grade in cases]
