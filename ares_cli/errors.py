@@ -1,6 +1,6 @@
 """Errors that carry their exit code; the CLI maps them to process exit status in one place.
 
-Exit codes (the README lists the same):
+Exit codes (docs/usage.md lists the same):
 
 - 0   success, or up to date
 - 1   a stage failed (including a full disk or a read-only artifacts root: the completed work is kept)

@@ -173,5 +173,5 @@ def test_a_forged_verification_record_is_documented_where_the_record_is_describe
 
     text = " ".join(integrity.__doc__.split())
     assert "A forged or edited record is trusted" in text and "ares artifacts verify" in text
-    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    readme = " ".join((Path(__file__).resolve().parents[1] / "docs" / "usage.md").read_text().split())
     assert "A forged or edited `.verified.json` is trusted" in readme
