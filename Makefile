@@ -9,7 +9,7 @@ TORCH_VERSION ?= 2.13.0
 ARES   := $(BIN)/ares
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-all lint format demo demo-vl rehearse-paec rehearse-ares bench pipeline report clean help
+.PHONY: setup test test-all lint format demo demo-vl rehearse-paec rehearse-ares bench pipeline report clean help vllm-contract-wheels
 
 help:
 	@echo "make demo    set up and run the whole pipeline on the embedded toy world"
@@ -85,6 +85,14 @@ bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do \
 	  echo "== $$b" >&2; $(BIN)/python $$b | tee -a benchmarks/results/$$(date +%Y%m%d).jsonl || exit 1; \
 	done
+
+# The vLLM wheels of the supported range's bounds, without dependencies, cached outside the tree for
+# tests/test_vllm_contract.py (which reads their sources by ast; skipped when absent).
+VLLM_WHEELS ?= $(HOME)/.cache/ares/vllm-wheels
+vllm-contract-wheels: $(STAMP)
+	mkdir -p $(VLLM_WHEELS)
+	for v in 0.16.0 0.34.0; do ls $(VLLM_WHEELS)/vllm-$$v-*.whl >/dev/null 2>&1 \
+	  || $(BIN)/pip download -q --no-deps "vllm==$$v" -d $(VLLM_WHEELS) || exit 1; done
 
 clean:
 	rm -rf artifacts .pytest_cache .ruff_cache

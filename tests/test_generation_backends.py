@@ -209,7 +209,13 @@ def fake_vllm(monkeypatch):
 
 def test_vllm_engine_and_sampling_wiring(fake_vllm):
     b = get_backend(
-        "vllm", "/models/m", seed=3, tensor_parallel_size=2, gpu_memory_utilization=0.5, dtype="bfloat16"
+        "vllm",
+        "/models/m",
+        seed=3,
+        tensor_parallel_size=2,
+        gpu_memory_utilization=0.5,
+        dtype="bfloat16",
+        per_sample_seeds=True,
     )
     llm = FakeLLM.instances[-1]
     assert llm.kw == dict(
@@ -259,15 +265,7 @@ def test_vllm_without_logprobs_and_bad_finish(fake_vllm, monkeypatch):
         b.generate([GenerationRequest("a", seeds=(2,))], SamplingParams(max_new_tokens=4))
 
 
-def test_vllm_weight_sync_resets_prefix_cache(fake_vllm):
-    torch = pytest.importorskip("torch")
-    b = get_backend("vllm", "m")
-    model = torch.nn.Linear(2, 3)
-    b.sync_weights(model)
-    llm = FakeLLM.instances[-1]
-    [loaded] = llm.applied
-    assert [n for n, _ in loaded] == ["weight", "bias"] and llm.resets == 1
-    assert not loaded[0][1].requires_grad
+# the weight sync is tested against the strict stand-in in tests/test_vllm_contract.py
 
 
 def test_vllm_images_go_as_multi_modal_data(fake_vllm, tmp_path):
@@ -279,7 +277,7 @@ def test_vllm_images_go_as_multi_modal_data(fake_vllm, tmp_path):
     for i, size in enumerate([(28, 28), (56, 42)]):
         paths.append(str(tmp_path / f"{i}.png"))
         Image.new("RGB", size, (i * 100, 0, 0)).save(paths[-1])
-    b = get_backend("vllm", "m", max_images=2, min_pixels=784, max_pixels=3136)
+    b = get_backend("vllm", "m", max_images=2, min_pixels=784, max_pixels=3136, per_sample_seeds=True)
     llm = FakeLLM.instances[-1]
     assert llm.kw["limit_mm_per_prompt"] == {"image": 2}
     assert llm.kw["mm_processor_kwargs"] == {"min_pixels": 784, "max_pixels": 3136}

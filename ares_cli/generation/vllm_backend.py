@@ -1,9 +1,18 @@
 """`vllm` backend: one vLLM `LLM` engine with prefix caching; vllm is imported only when constructed.
 
-Seeding: every sample is its own vLLM request with `n=1` and `seed=<that sample's seed>`. With `n=K` and
-one seed, vLLM V0 draws all K sequences from one shared generator (a sample depends on its siblings) and
-V1 derives child seeds as `seed + index`, so neither reproduces a sample from its own `seed_for` value.
-The K single-sample requests of a prompt still share its KV blocks through prefix caching.
+Placement: the engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``). Under a launcher
+(``WORLD_SIZE`` > 1: torchrun or the deepspeed launcher) it is built with
+``distributed_executor_backend="external_launcher"``, which reads ``RANK``/``LOCAL_RANK`` and puts each
+rank's engine on its own GPU; ``tensor_parallel_size`` ranks share one engine.
+
+Seeding: by default one request per prompt with ``n=K`` and the prompt's first seed (vLLM's batched
+sampler path; a sample depends on its siblings' count). ``per_sample_seeds=True`` sends every sample as its
+own ``n=1`` request with its own seed (sample-level reproducibility, on vLLM's slower per-request
+generator path); the K requests still share the prompt's KV blocks through prefix caching.
+
+Weight sync: ``load_weights`` pushes (name, tensor) pairs straight into the in-process engine's model
+(``model.load_weights``), then resets the prefix cache and, for image engines, the multi-modal and encoder
+caches; a vLLM without one of these calls is an error, never a silent skip.
 
 Images: a request with images is sent as its rendered text with ``multi_modal_data={"image": [...]}``
 (decoded PIL images, in placeholder order), so vLLM's own processor expands the placeholders; the engine
@@ -13,6 +22,7 @@ vision special tokens are banned from sampled text (``bad_words``), as in the hf
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,7 +32,13 @@ from ares_cli.generation.types import FINISH_REASONS, Completion, GenerationRequ
 from ares_cli.models.pixels import VISION_TOKENS
 
 
+def launcher_world() -> tuple[int, int]:
+    """(rank, world size) from a torchrun-compatible launcher's environment; (0, 1) without one."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def _import_vllm():
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: its model is reachable
     try:
         import vllm
     except ImportError as e:
@@ -51,19 +67,33 @@ class VLLMBackend:
         max_images: int | None = None,
         min_pixels: int | None = None,
         max_pixels: int | None = None,
+        per_sample_seeds: bool = False,
+        sleep_mode: bool = False,
         **llm_kwargs: Any,
     ):
         if model is None:
             raise UsageError("the vllm backend needs a model path or id")
         self._vllm = _import_vllm()
+        rank, world = launcher_world()
+        tp = int(tensor_parallel_size)
+        if world > 1 and world % tp:
+            raise UsageError(f"tensor_parallel_size {tp} does not divide the launcher's {world} ranks")
         kwargs: dict[str, Any] = dict(
             model=str(model),
-            seed=seed,
+            seed=seed + rank // tp
+            if world > 1
+            else seed,  # the ranks of one tensor-parallel group sample alike
             enable_prefix_caching=True,
             tensor_parallel_size=tensor_parallel_size,
             gpu_memory_utilization=gpu_memory_utilization,
             dtype=dtype,
         )
+        if world > 1:
+            kwargs["distributed_executor_backend"] = "external_launcher"
+            if world > tp:
+                kwargs["data_parallel_size"] = world // tp
+        if sleep_mode:
+            kwargs["enable_sleep_mode"] = True
         if max_model_len is not None:
             kwargs["max_model_len"] = max_model_len
         if max_images:
@@ -79,10 +109,12 @@ class VLLMBackend:
         self.turn_end_ids = sorted(turn_end_ids(self.tokenizer))  # e.g. <|im_end|> where eos is <|endoftext|>
         self.logprobs = logprobs
         self.max_images = int(max_images or 0)
+        self.per_sample_seeds = bool(per_sample_seeds)
+        self.sleep_mode = bool(sleep_mode)
 
-    def _params(self, sampling: SamplingParams, seed: int):
+    def _params(self, sampling: SamplingParams, seed: int, n: int = 1):
         return self._vllm.SamplingParams(
-            n=1,
+            n=n,
             seed=seed,
             temperature=sampling.temperature,
             top_p=sampling.top_p,
@@ -116,14 +148,31 @@ class VLLMBackend:
                         self.tokenizer(req.prompt, add_special_tokens=False)["input_ids"]
                     )
                 }
-            for seed in req.seeds:
+            if not req.seeds:
+                continue
+            if self.per_sample_seeds:
+                for seed in req.seeds:
+                    prompts.append(prompt)
+                    params.append(self._params(sampling, seed))
+            else:
                 prompts.append(prompt)
-                params.append(self._params(sampling, seed))
+                params.append(self._params(sampling, req.seeds[0], n=len(req.seeds)))
         outputs = self.llm.generate(prompts, params, use_tqdm=False) if prompts else []
         if len(outputs) != len(prompts):
             raise StageFailure(f"vLLM returned {len(outputs)} outputs for {len(prompts)} prompts")
         flat = iter(outputs)
-        return [[self._completion(next(flat)) for _ in req.seeds] for req in requests]
+        if self.per_sample_seeds:
+            return [[self._completion(next(flat)) for _ in req.seeds] for req in requests]
+        result = []
+        for req in requests:
+            if not req.seeds:
+                result.append([])
+                continue
+            out = next(flat)
+            if len(out.outputs) != len(req.seeds):
+                raise StageFailure(f"vLLM returned {len(out.outputs)} samples for n={len(req.seeds)}")
+            result.append([self._completion(out, i) for i in range(len(req.seeds))])
+        return result
 
     def generate_from_ids(
         self, prompts: list[list[int]], seeds: list[int], sampling: SamplingParams
@@ -137,8 +186,8 @@ class VLLMBackend:
             raise StageFailure(f"vLLM returned {len(outputs)} outputs for {len(inputs)} prompts")
         return [self._completion(o) for o in outputs]
 
-    def _completion(self, output: Any) -> Completion:
-        comp = output.outputs[0]
+    def _completion(self, output: Any, index: int = 0) -> Completion:
+        comp = output.outputs[index]
         reason = comp.finish_reason
         if reason not in FINISH_REASONS:
             raise StageFailure(f"vLLM request finished with {reason!r} (expected 'stop' or 'length')")
@@ -148,23 +197,63 @@ class VLLMBackend:
             logprobs = [float(step[tok].logprob) for tok, step in zip(token_ids, comp.logprobs, strict=True)]
         return Completion(text=comp.text, token_ids=token_ids, finish_reason=reason, logprobs=logprobs)
 
-    def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
-        """Push (name, tensor) pairs into the running engine, then drop the now-stale prefix cache.
+    def engine_model(self) -> Any:
+        """The in-process engine's model (vLLM V1 with multiprocessing off, as this backend builds it)."""
+        try:
+            return self.llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
+        except AttributeError as e:
+            raise StageFailure(
+                f"the vLLM engine's model is not reachable in this process ({e}); the weight sync needs "
+                "vLLM V1 with VLLM_ENABLE_V1_MULTIPROCESSING=0 (a vllm release in the supported range)"
+            ) from e
 
-        Uses `LLM.apply_model` (vLLM >= 0.9; under V1 multiprocessing it needs
-        VLLM_ALLOW_INSECURE_SERIALIZATION=1 and ships the tensors to the worker), else the in-process
-        V0 path `llm_engine.model_executor.driver_worker.model_runner.model`.
-        """
-        weights = list(weights)
-        if hasattr(self.llm, "apply_model"):
-            self.llm.apply_model(lambda model: model.load_weights(weights=weights))
-        else:
-            executor = self.llm.llm_engine.model_executor
-            executor.driver_worker.model_runner.model.load_weights(weights=weights)
-        reset = getattr(self.llm, "reset_prefix_cache", None)
-        if reset is not None:
-            reset()
+    def load_weights(self, weights: Iterable[tuple[str, Any]]) -> None:
+        """Push (name, tensor) pairs one at a time into the engine's model (no copy of the whole set)."""
+        model = self.engine_model()
+        for name, tensor in weights:
+            model.load_weights(weights=[(name, tensor)])
+
+    def reset_caches(self) -> None:
+        """Drop what the old weights computed: the prefix (KV) cache and, for image engines, the
+        multi-modal processor and encoder caches. A missing call is an error, not a skip."""
+        calls = [("LLM.reset_prefix_cache", getattr(self.llm, "reset_prefix_cache", None))]
+        if self.max_images:
+            calls.append(("LLM.reset_mm_cache", getattr(self.llm, "reset_mm_cache", None)))
+            engine = self.llm.llm_engine
+            calls.append(("LLMEngine.reset_encoder_cache", getattr(engine, "reset_encoder_cache", None)))
+        for name, call in calls:
+            if call is None:
+                raise StageFailure(
+                    f"the installed vLLM has no {name}; a weight sync would serve stale caches"
+                )
+            call()
+
+    def sleep(self) -> None:
+        """Free the engine's GPU memory between rollouts (weights offloaded, KV cache dropped)."""
+        if self.sleep_mode:
+            self.llm.sleep(level=1)
+
+    def wake_up(self, tags: list[str]) -> None:
+        if self.sleep_mode:
+            self.llm.wake_up(tags=tags)
 
     def sync_weights(self, model: Any) -> None:
-        """Load all weights of a (trainer) transformers model into the engine."""
-        self.load_weights((name, tensor.detach()) for name, tensor in model.state_dict().items())
+        """Load a (trainer) transformers model's parameters into the engine, one at a time, then reset the
+        caches. Tied parameters are sent once (``named_parameters`` yields each tensor once)."""
+        self.wake_up(["weights"])
+        self.load_weights(one_parameter_at_a_time(model))
+        self.wake_up(["kv_cache"])
+        self.reset_caches()
+
+
+def one_parameter_at_a_time(model: Any) -> Iterable[tuple[str, Any]]:
+    """(name, full tensor) per parameter; a ZeRO-3 partitioned parameter is gathered alone, for as long as
+    the consumer holds it, so a sync's extra memory is the largest parameter, not the model."""
+    for name, param in model.named_parameters():
+        if hasattr(param, "ds_id"):  # a DeepSpeed ZeRO-3 partitioned parameter
+            import deepspeed
+
+            with deepspeed.zero.GatheredParameters([param]):
+                yield name, param.detach()
+        else:
+            yield name, param.detach()

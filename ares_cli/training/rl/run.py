@@ -9,6 +9,7 @@ the optimizer, the DeepSpeed engine and the rollout backend, in that order.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,7 +160,10 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     if resumed is not None:
         load_optimizer(engine, optimizer, opt_state)
     backend = rollout_backend(cfg, model, tokenizer, model_path, processor, problems + (val_problems or []))
-    gather = gathered_for_generation(model, engine)
+    # the full-weights gather only where generation runs on the live policy (hf); vLLM syncs per parameter
+    gather = (
+        gathered_for_generation(model, engine) if getattr(backend, "model", None) is model else nullcontext()
+    )
     if resumed is not None:
         sync_backend(backend, model, gather)
     run = RLRun(cfg=cfg, dist=dist, out_dir=out_dir, log=log, progress=progress, reduce=reduce,
