@@ -9,7 +9,7 @@ TORCH_VERSION ?= 2.13.0
 ARES   := $(BIN)/ares
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-all lint format demo demo-vl rehearse-paec rehearse-ares bench pipeline report clean help vllm-contract-wheels
+.PHONY: setup test test-all coverage lint format demo demo-vl rehearse-paec rehearse-ares bench pipeline report clean help vllm-contract-wheels
 
 help:
 	@echo "make demo    set up and run the whole pipeline on the embedded toy world"
@@ -39,8 +39,19 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# Tests in parallel (pytest-xdist, one worker per core; a test file stays on one worker).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not gpu" --timeout=600
+	$(BIN)/python -m pytest -q -m "not gpu" --timeout=600 -n auto --dist loadfile
+
+# Every non-GPU test, the slow ones included.
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not gpu" --timeout=600 -n auto --dist loadfile
+
+# Line coverage of ares_cli/ over the tests (subprocesses included; see [tool.coverage] in pyproject.toml).
+coverage: $(STAMP)
+	rm -rf build/coverage && mkdir -p build/coverage
+	$(BIN)/python -m coverage run -m pytest -q -m "not gpu" --timeout=600
+	$(BIN)/python -m coverage combine -q && $(BIN)/python -m coverage report --format=total
 
 lint: $(STAMP)
 	$(BIN)/ruff check ares_cli tests benchmarks studies

@@ -58,17 +58,26 @@ def vl_images(tmp_path_factory) -> list[Path]:
     return paths
 
 
-def run_ares(*args: str, root: Path, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run the real `ares` console entry point in a subprocess (stdout and stderr kept apart)."""
-    env = os.environ | {"ARES_ARTIFACTS": str(root), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", "from ares_cli.main import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        cwd=str(REPO),
-    )
+def run_ares(
+    *args: str, root: Path, check: bool = True, timeout: float = 600, process: bool = True
+) -> subprocess.CompletedProcess:
+    """Run ``ares`` with stdout and stderr kept apart: in a fresh interpreter by default; ``process=False``
+    runs it in this process (the same app and error mapping as the console entry point, see
+    :mod:`cli_runner`), for tests that only need the exit code, the streams and the artifact."""
+    if process:
+        env = os.environ | {"ARES_ARTIFACTS": str(root), "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.run(
+            [sys.executable, "-c", "from ares_cli.main import main; main()", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+            cwd=str(REPO),
+        )
+    else:
+        from cli_runner import invoke_in_process
+
+        proc = invoke_in_process(list(args), env={"ARES_ARTIFACTS": str(root)}, cwd=REPO)
     if check and proc.returncode != 0:
         raise AssertionError(f"ares {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     return proc
