@@ -72,6 +72,18 @@ def problems(n: int) -> list[dict]:
     return load_problems("toy-train", limit=n).records
 
 
+def ares_prompts(args) -> list[dict]:
+    """The prompts ares trains on, in its order: its sampler's draws over the same problem list (an
+    epoch-wise permutation seeded by ``seed``), one step after another, warm-up step included. TRL is fed
+    these, so both sides see the same prompts at the same step (it used to take the list's first ones)."""
+    from ares_cli.training.rl.config import resolve_rl_config
+    from ares_cli.training.rl.rollout import PromptSampler
+
+    seed = resolve_rl_config(sets=list(args.ares_set)).seed
+    sampler = PromptSampler(problems(8 * (args.steps + 1) * args.prompts), seed=seed)
+    return [p for _i, p in sampler.draw(0, (args.steps + 1) * args.prompts)]
+
+
 def run_ares(model: Path, args, work: Path) -> dict:
     from ares_cli.training.rl.config import resolve_rl_config
     from ares_cli.training.rl.trainer import train_rl
@@ -102,7 +114,7 @@ def run_trl(model: Path, args, work: Path) -> dict:
 
     tok = load_tokenizer(model)
     r = resolve_rl_config(sets=[]).rollout  # the prompt exactly as ares renders it (chat template included)
-    rows = problems(8 * (args.steps + 1) * args.prompts)
+    rows = ares_prompts(args)  # ares's prompts in ares's order (TRL does not shuffle: shuffle_dataset=False)
     data = Dataset.from_list([{"prompt": render_prompt(tok, p["problem"], system_prompt=r.system_prompt,
                                                        template=r.prompt_template), "answer": p["answer"]}
                               for p in rows])  # fmt: skip
@@ -181,6 +193,13 @@ def main() -> None:
     print(json.dumps(result, indent=2))
 
 
+def mean_se(values: list[float]) -> dict:
+    n = len(values)
+    mean = sum(values) / n
+    se = statistics.stdev(values) / n**0.5 if n > 1 else float("nan")
+    return {"mean": round(mean, 2), "se": round(se, 2), "n": n}
+
+
 def compare(args) -> dict:
     try:
         import trl
@@ -210,6 +229,9 @@ def compare(args) -> dict:
                 # the sides sample different responses: the step time per generated token, as a ratio too
                 "step_per_token_ratio": round(med["ares"]["step"] / med["ares"]["response_len"]
                                               / (med["trl"]["step"] / med["trl"]["response_len"]), 3),
+                # the same prompts at the same steps: the length gap, paired by rep (mean ± s.e.)
+                "response_len_diff_ares_minus_trl": mean_se([a["response_len"] - t["response_len"]
+                                                             for a, t in zip(reps["ares"], reps["trl"], strict=True)]),
                 "reps": reps,
             }  # fmt: skip
     return result

@@ -10,17 +10,28 @@ summation order.
 
 from __future__ import annotations
 
-# tokens: on the toy batch as fast as 1k in fewer passes, and 4k slower (docs/performance.md)
+# tokens: the floor of the GPU rule, and the whole budget on a CPU
 AUTO_BUDGET = 2048
+# tokens: the fastest budget on a CPU, on the toy RL step at 1k / 2k / 4k / one micro-batch
+# (benchmarks/bench_padding.py --micro 64, docs/performance.md)
+CPU_AUTO_BUDGET = 2048
 
 
-def token_budget(setting: int | str | None, row_lengths: list[int], rows: int) -> int | None:
-    """The token budget a plan uses: ``setting`` itself when it is a number, or None (a row count);
-    ``"auto"``: ``max(AUTO_BUDGET, rows x the longest row)``. ``rows`` of the longest row is the largest
-    micro-batch the row-count plan can form, so "auto" holds no more activations than ``micro_batch_size``
-    rows could (or 2048 tokens), and packs more of the shorter rows into each pass."""
+def token_budget(
+    setting: int | str | None, row_lengths: list[int], rows: int, device: str = "cuda"
+) -> int | None:
+    """The token budget a plan uses: ``setting`` itself when it is a number, or None (a row count).
+
+    ``"auto"`` depends on the device (``device``: a torch device string or type). On a CPU it is
+    ``CPU_AUTO_BUDGET``: there a pass costs about its tokens, and a larger one only pads more. On a GPU it is
+    ``max(AUTO_BUDGET, rows x the longest row)``: ``rows`` (``micro_batch_size``) of the longest row is the
+    micro-batch the plan's memory estimate checks against the GPU (``ares plan``,
+    ``planning.estimate_rl.rl_micro_batch``), so "auto" holds no more activations than that estimate, and
+    packs more of the shorter rows into each pass, where fewer, larger passes are cheaper."""
     if setting != "auto":
         return setting
+    if str(device).split(":")[0] == "cpu":
+        return CPU_AUTO_BUDGET
     return max(AUTO_BUDGET, rows * max(row_lengths, default=0))
 
 
@@ -48,11 +59,13 @@ def plan_micro_batches(
     rows: int,
     max_tokens: int | str | None = None,
     packed: bool = False,
+    device: str = "cuda",
 ) -> list[list[int]]:
-    """Row indices of each micro-batch (see the module docstring); every row appears exactly once."""
+    """Row indices of each micro-batch (see the module docstring); every row appears exactly once.
+    ``device`` is where the passes run: it decides what ``max_tokens="auto"`` means (:func:`token_budget`)."""
     n = len(prompt_lens)
     max_tokens = token_budget(
-        max_tokens, [p + r for p, r in zip(prompt_lens, response_lens, strict=True)], rows
+        max_tokens, [p + r for p, r in zip(prompt_lens, response_lens, strict=True)], rows, device
     )
     if max_tokens is None and not packed:
         return [list(range(s, min(s + rows, n))) for s in range(0, n, rows)]

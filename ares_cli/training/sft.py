@@ -45,8 +45,8 @@ class SFTConfig:
     )
     max_tokens_per_micro_batch: int | Literal["auto"] | None = option(
         "auto",
-        "Token budget per forward/backward (each rank's share sorted by length); auto = max(2048, "
-        "micro_batch_size x the longest row); null = micro_batch_size rows.",
+        "Token budget per forward/backward (each rank's share sorted by length); auto = 2048 on CPU, "
+        "max(2048, micro_batch_size x the longest row) on GPU; null = micro_batch_size rows.",
     )
     max_seq_len: int | None = option(
         None,
@@ -243,7 +243,7 @@ class StepPlan:
             share = micro_batches(self.batches[index], 1, rank, world)[0]
             plan = plan_micro_batches([0] * len(share), [self.lengths[i] for i in share], rows=config.micro_batch_size,
                                       max_tokens=config.max_tokens_per_micro_batch,
-                                      packed=config.batching == "packed") or [[]]  # fmt: skip
+                                      packed=config.batching == "packed", device=run.dist.device) or [[]]  # fmt: skip
             if run.engine is not None and world > 1:
                 from ares_cli.training import distributed
 

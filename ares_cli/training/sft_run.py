@@ -97,6 +97,7 @@ def set_up(config, *, model_path, data_path, out_dir, log, progress) -> tuple[SF
 
     from ares_cli.models import freeze_vision_tower, load_model, load_processor, load_tokenizer
     from ares_cli.training import checkpoint, distributed
+    from ares_cli.training.micro_batches import token_budget
     from ares_cli.training.sft_data import load_examples
 
     dist = distributed.init_from_env()
@@ -124,7 +125,7 @@ def set_up(config, *, model_path, data_path, out_dir, log, progress) -> tuple[SF
     total_steps = config.max_steps or config.epochs * steps_per_epoch
     budget = config.max_tokens_per_micro_batch
     micro_plan = (f"{n_micro} micro x {config.micro_batch_size}" if budget is None
-                  else f"micro-batches of <= {'max(2048, micro_batch_size x longest row)' if budget == 'auto' else budget} tokens")  # fmt: skip
+                  else f"micro-batches of <= {token_budget(budget, [config.max_seq_len], config.micro_batch_size, dist.device)} tokens")  # fmt: skip
     log(
         f"sft: {len(examples)} examples ({counts['truncated']} truncated, {counts['dropped_no_response']} "
         f"dropped), {total_steps} steps of {config.batch_size} = {dist.world_size} rank(s) x {micro_plan}; "

@@ -175,12 +175,13 @@ def micro_slices(n: int, size: int) -> list[slice]:
 
 def micro_plan(mb: RolloutBatch, *, rows: int, max_tokens: int | str | None = None, packed: bool = False,
                world_size: int = 1, equal_counts: bool = False) -> list[list[int]]:  # fmt: skip
-    """Row indices of each micro-batch of ``mb`` (:func:`~.micro.plan_micro_batches`); with
-    ``equal_counts`` every rank gets the same number of micro-batches (DeepSpeed ZeRO)."""
+    """Row indices of each micro-batch of ``mb`` (:func:`~.micro.plan_micro_batches`, ``auto`` for the device
+    ``mb`` is on); with ``equal_counts`` every rank gets the same number of micro-batches (DeepSpeed ZeRO)."""
     from ares_cli.training.rl.micro import equalise, plan_micro_batches
 
     groups = plan_micro_batches(mb.prompt_mask.sum(-1).tolist(), mb.response_mask.sum(-1).long().tolist(),
-                                rows=rows, max_tokens=max_tokens, packed=packed)  # fmt: skip
+                                rows=rows, max_tokens=max_tokens, packed=packed,
+                                device=mb.prompt_ids.device.type)  # fmt: skip
     if equal_counts and world_size > 1:
         from ares_cli.training import distributed
 

@@ -113,8 +113,8 @@ class OptimConfig:
     )
     max_tokens_per_micro_batch: int | Literal["auto"] | None = option(
         "auto",
-        "Token budget per forward/backward (rows sorted by length); auto = max(2048, micro_batch_size x the "
-        "longest row), rows for Clip-Cov/KL-Cov/80-20; null = micro_batch_size rows.",
+        "Token budget per forward/backward (rows sorted by length); auto = 2048 on CPU, max(2048, "
+        "micro_batch_size x the longest row) on GPU, rows for Clip-Cov/KL-Cov/80-20; null = micro_batch_size rows.",
     )
     pack_sequences: bool = option(False, "Concatenate each micro-batch's sequences into one unpadded row.")
     stats_path: Literal["fused", "logits"] = option(
