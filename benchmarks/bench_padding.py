@@ -73,7 +73,7 @@ def bench(args) -> dict:
                          False),
         **{f"budget_{b}": ([f"optim.max_tokens_per_micro_batch={b}"], dict(rows=args.micro, max_tokens=b), False)
            for b in (1024, 2048, 4096)},
-        "auto (default)": ([], dict(rows=args.micro, max_tokens="auto"), False),
+        "auto (default)": ([], dict(rows=args.micro, max_tokens="auto", device="cpu"), False),
         "packed": ([f"optim.max_tokens_per_micro_batch={budget}", "optim.pack_sequences=true"],
                    dict(rows=args.micro, max_tokens=budget, packed=True), True),
     }  # fmt: skip
