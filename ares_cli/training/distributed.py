@@ -257,8 +257,10 @@ def deepspeed_engine(model, optimizer, config: dict[str, Any]):
 
     import deepspeed
 
+    from ares_cli.training.deepspeed_ops import without_inference_shm_op
+
     # stdout carries only the stage's result: DeepSpeed prints its op builds there ("... built successfully")
-    with contextlib.redirect_stdout(sys.stderr):
+    with contextlib.redirect_stdout(sys.stderr), without_inference_shm_op():
         engine, _, _, _ = deepspeed.initialize(
             model=model, optimizer=optimizer, config=config, dist_init_required=not is_initialized()
         )
