@@ -130,7 +130,23 @@ class PairedTable:
         return lines
 
 
-STUDY_TABLES: dict[str, dict[str, Callable[[dict], list[str]] | PairedTable]] = {}
+LATE = "steps 31–60"  # the mechanism study's late window (60-step runs)
+STUDY_TABLES: dict[str, dict[str, Callable[[dict], list[str]] | PairedTable]] = {
+    "mechanisms.json": {
+        "aepo_shaping": PairedTable(
+            arm="aepo_shaping",
+            header="| quantity (steps 31–60) | GRPO | AEPO shaping | paired Δ | Δ per seed |",
+            rows=(
+                Row("hard bucket: N_HE per response", f"hard N_HE, {LATE}", 2),
+                Row("hard bucket: response length (tokens)", f"hard response length, {LATE}", 1),
+                Row("easy bucket: response length (tokens)", f"easy response length, {LATE}", 1),
+                Row("easy bucket: N_HE per response", f"easy N_HE, {LATE}", 3),
+                Row("medium bucket: N_HE per response", f"medium N_HE, {LATE}", 2),
+                Row("rollout accuracy", f"rollout accuracy, {LATE}", 3),
+            ),
+        ),
+    },
+}
 
 
 def render_source(source: str, results: Path = RESULTS) -> list[str]:
