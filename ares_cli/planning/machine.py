@@ -6,7 +6,7 @@ import os
 import statistics
 from pathlib import Path
 
-from ares_cli.errors import InputError
+from ares_cli.errors import InputError, UsageError
 from ares_cli.planning.memory import GIB
 from ares_cli.planning.target import DEFAULT_GPU_MEMORY, Target, parse_bytes
 from ares_cli.store.untrusted import load_json_bounded, parse_json_bounded, read_bounded
@@ -44,6 +44,8 @@ def _local_gpu_memory() -> tuple[int, str]:
 def _throughput(opts, text: str) -> tuple[float, str]:
     """A number of tokens/s per GPU, or an artifact's measured rate (a number-like text that is not a
     directory is a number: ``inf``, ``nan``, ``1e400`` and ``-5`` are refused, never taken as a path)."""
+    if not text.strip():
+        raise UsageError("--throughput: expected tokens/s per GPU or an rl/sft artifact, got an empty value")
     if looks_numeric(text) and not Path(text).exists():
         return number_text(
             text, At.opt("--throughput (tokens/s per GPU)"), maximum=MAX_TOKENS_PER_S
@@ -81,7 +83,7 @@ def measured_throughput(root: Path, ref: str) -> tuple[float, str]:
             if n == len(lines):  # a killed run's torn last write
                 continue
             raise InputError(str(err).split(": ", 1)[-1], file=metrics, row=n) from None
-        at = At.in_file(metrics, row=n)
+        at = At.in_file(metrics, row=n, what="--throughput")
         mapping(row, at)
         if "tokens_per_s" in row:
             rate = number(
@@ -101,7 +103,7 @@ def _world_size(directory: Path) -> int:
     manifest = directory / "manifest.json"
     if not os.path.lexists(manifest):
         return 1
-    at = At.in_file(manifest)
+    at = At.in_file(manifest, what="--throughput")
     stats = mapping(mapping(load_json_bounded(manifest, what="--throughput: manifest"), at).get("stats", {}),
                     at.child("stats"))  # fmt: skip
     if "world_size" not in stats:

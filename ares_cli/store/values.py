@@ -29,31 +29,35 @@ _SIZE = re.compile(r"\s*(" + _NUMBER.pattern + r")\s*([a-z]*)\s*")
 @dataclass(frozen=True)
 class At:
     """Where a value came from: a command-line ``option``, or ``field`` (a dotted path) of ``file`` (at
-    ``row`` of a JSONL file)."""
+    ``row`` of a JSONL file) read for ``what`` (an option the file was given to, said in the message)."""
 
     option: str | None = None
     file: str | Path | None = None
     field: str | None = None
     row: int | None = None
+    what: str | None = None
 
     @classmethod
     def opt(cls, name: str) -> At:
         return cls(option=name)
 
     @classmethod
-    def in_file(cls, file: str | Path, field: str | None = None, *, row: int | None = None) -> At:
-        return cls(file=file, field=field, row=row)
+    def in_file(
+        cls, file: str | Path, field: str | None = None, *, row: int | None = None, what: str | None = None
+    ) -> At:
+        return cls(file=file, field=field, row=row, what=what)
 
     def child(self, key: str | int) -> At:
         """The place of ``key`` inside this value (``zero_optimization`` -> ``zero_optimization.stage``)."""
         if isinstance(key, int):
-            return At(self.option, self.file, f"{self.field or ''}[{key}]", self.row)
-        return At(self.option, self.file, f"{self.field}.{key}" if self.field else key, self.row)
+            return At(self.option, self.file, f"{self.field or ''}[{key}]", self.row, self.what)
+        return At(self.option, self.file, f"{self.field}.{key}" if self.field else key, self.row, self.what)
 
     def error(self, message: str) -> AresError:
         if self.option is not None:
             return UsageError(f"{self.option}: {message}")
-        return InputError(message, file=self.file, row=self.row, field=self.field)
+        told = f"{self.what}: {message}" if self.what else message
+        return InputError(told, file=self.file, row=self.row, field=self.field)
 
 
 def kind(value: Any) -> str:
@@ -86,7 +90,7 @@ def number(value: Any, at: At, *, minimum: float = 0.0, inclusive: bool = False,
     try:
         value = float(value)
     except OverflowError:  # an integer past float range (JSON allows 10**400)
-        value = math.copysign(math.inf, value)
+        value = math.inf if value > 0 else -math.inf
     if not math.isfinite(value):
         raise at.error(f"must be a finite number, got {value}")
     below = value < minimum if inclusive else value <= minimum
