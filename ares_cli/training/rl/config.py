@@ -80,6 +80,17 @@ class RolloutConfig:
     vllm_gpu_memory_utilization: float = option(
         0.5, "GPU memory fraction vLLM may take beside the trainer.", gt=0.0, le=1.0
     )
+    tensor_parallel_size: int = option(
+        1, "vllm: ranks sharing one engine (tensor parallel; TRL, EasyR1: 1); must divide the ranks.", ge=1
+    )
+    sleep_mode: Literal["auto", "on", "off"] = option(
+        "auto", "vllm: sleep the engine during the update, wake it (weights, then KV cache) around the sync; "
+        "auto = on with a GPU (TRL, verl, EasyR1, OpenRLHF sleep).",
+    )  # fmt: skip
+    per_sample_seeds: bool = option(
+        False, "vllm: one n=1 request per sample with its own seed (reproducible per sample, slower); "
+        "off = one n=G request per prompt (docs/performance.md).",
+    )  # fmt: skip
     system_prompt: str | None = option(None, "Optional system message of every prompt.")
     prompt_template: str | None = option(
         None, "User-message format string with {problem}; None = the problem."
@@ -163,6 +174,11 @@ class KLConfig:
     """KL to the frozen initial policy, as a loss term (ARES eq. 2)."""
 
     coef: float = option(0.001, "KL loss coefficient (verl default 1e-3; 0 = no reference model).", ge=0.0)
+    reference: Literal["auto", "device", "cpu", "zero3"] = option(
+        "auto", "Where the reference model lives: device (whole, every rank), cpu (moved to the device for "
+        "its pass only), zero3 (sharded, its own DeepSpeed engine); auto = zero3 under a ZeRO-3 policy, else "
+        "device.",
+    )  # fmt: skip
     estimator: str = option("k3", "KL estimator (k3 = low-variance, Schulman 2020).", choices=KL_ESTIMATORS)
     clamp: float | None = option(
         10.0, "Clamp of the per-token k3 estimate (verl 10; k1, k2 unclamped; null = none, TRL).", gt=0.0
@@ -347,6 +363,12 @@ def validate(cfg: RLConfig) -> None:
         raise UsageError("micro_batch_size, ppo_epochs, steps and max_new_tokens must be >= 1")
     if not 0.0 <= cfg.filter.low <= cfg.filter.high <= 1.0:
         raise UsageError("need 0 <= filter.low <= filter.high <= 1")
+    if r.tensor_parallel_size > 1 and r.backend == "hf":
+        raise UsageError(
+            "rollout.tensor_parallel_size > 1 needs the vllm backend (hf samples from the policy)"
+        )
+    if cfg.kl.reference == "zero3" and not o.deepspeed:
+        raise UsageError("kl.reference=zero3 needs a DeepSpeed ZeRO-3 config (optim.deepspeed)")
     if r.branching.enabled and o.deepspeed:
         raise UsageError("rollout.branching needs the torch optimiser path (unset optim.deepspeed): branched "
                          "groups vary in size, DeepSpeed's gradient accumulation count is fixed")  # fmt: skip

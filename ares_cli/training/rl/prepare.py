@@ -56,6 +56,9 @@ def check_world_size(cfg, world_size: int) -> None:
             f"rollout.prompts_per_step {cfg.rollout.prompts_per_step} and optim.mini_batch_size "
             f"{cfg.optim.mini_batch_size} must be multiples of {world_size} ranks"
         )
+    tp = cfg.rollout.tensor_parallel_size
+    if world_size % tp:
+        raise UsageError(f"rollout.tensor_parallel_size {tp} does not divide the {world_size} ranks")
 
 
 def check_branching(cfg, problems: list[dict]) -> None:

@@ -166,7 +166,10 @@ def all_gather_groups(groups: list[Group]) -> list[Group]:
     if not distributed.is_initialized():
         return sorted(groups, key=lambda g: g.index)
     per_rank = distributed.all_gather_json([g.to_json() for g in groups])
-    return sorted((Group(**item) for items in per_rank for item in items), key=lambda g: g.index)
+    by_index = {}  # the ranks of one tensor-parallel engine send the same groups: each is kept once
+    for item in (item for items in per_rank for item in items):
+        by_index.setdefault(item["index"], item)
+    return [Group(**by_index[i]) for i in sorted(by_index)]
 
 
 def validate_accuracy(

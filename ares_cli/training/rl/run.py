@@ -60,6 +60,7 @@ class RLRun:
     gather: Any  # full parameters for generation under ZeRO-3 (a no-op context otherwise)
     sampler: Any  # rollout.PromptSampler
     val_problems: list[dict] | None
+    ref_placement: str = "device"  # kl.reference resolved: device, cpu or zero3 (reference.py)
 
     @property
     def ckpt_root(self) -> Path:
@@ -92,6 +93,7 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     from ares_cli.training.checkpoint import load_optimizer
     from ares_cli.training.rl import state
     from ares_cli.training.rl.engines import (
+        deepspeed_config_for,
         deepspeed_engine_for,
         gathered_for_generation,
         rollout_backend,
@@ -99,6 +101,7 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
         training_dtype,
     )
     from ares_cli.training.rl.prepare import check_branching, check_world_size
+    from ares_cli.training.rl.reference import load_reference
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.rollout import PromptSampler
     from ares_cli.training.sft_run import param_groups
@@ -126,19 +129,11 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     problems = fitting_prompts(problems, tokenizer, cfg, log, processor, window=model_context(model_path),
                                lengths=prompt_lengths)  # fmt: skip
     algo = build_algorithm(cfg, reduce, distributed.all_gather_1d)
-    model = load_model(model_path)
+    # in the training dtype from the start: bf16 weights, not an fp32 copy that DeepSpeed casts later
+    dtype = training_dtype(cfg, dist)
+    model = load_model(model_path, dtype=dtype)
     if cfg.optim.gradient_checkpointing:  # transformers 5 renamed it (the old name warns), as in sft.py
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
-    ref_dtype = training_dtype(cfg, dist)
-    ref = (
-        load_model(model_path, dtype=ref_dtype).eval().requires_grad_(False).to(dist.device)
-        if algo.needs_ref()
-        else None
-    )
-    log(
-        f"rl: {cfg.algo} | {len(problems)} problems | {cfg.steps} steps x {r.prompts_per_step} prompts x "
-        f"G={r.group_size} | {dist.world_size} rank(s) | reference model: {'yes' if ref is not None else 'no'}"
-    )
 
     # -- resume (weights before the optimizer is built from them)
     loop = LoopState()
@@ -159,7 +154,24 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     engine = deepspeed_engine_for(cfg, model, optimizer, dist)
     if resumed is not None:
         load_optimizer(engine, optimizer, opt_state)
-    backend = rollout_backend(cfg, model, tokenizer, model_path, processor, problems + (val_problems or []))
+    ref, ref_placement = (
+        load_reference(
+            cfg,
+            model_path,
+            dist,
+            dtype=dtype,
+            policy_zero_stage=distributed.zero_stage(engine),
+            policy_ds_config=deepspeed_config_for(cfg, dist),
+        )  # fmt: skip
+        if algo.needs_ref()
+        else (None, "none")
+    )
+    log(
+        f"rl: {cfg.algo} | {len(problems)} problems | {cfg.steps} steps x {r.prompts_per_step} prompts x "
+        f"G={r.group_size} | {dist.world_size} rank(s) | reference model: {ref_placement}"
+    )
+    backend = rollout_backend(cfg, model, tokenizer, model_path, processor, problems + (val_problems or []),
+                              device=dist.device)  # fmt: skip
     # the full-weights gather only where generation runs on the live policy (hf); vLLM syncs per parameter
     gather = (
         gathered_for_generation(model, engine) if getattr(backend, "model", None) is model else nullcontext()
@@ -169,7 +181,8 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     run = RLRun(cfg=cfg, dist=dist, out_dir=out_dir, log=log, progress=progress, reduce=reduce,
                 tokenizer=tokenizer, processor=processor, pad_id=pad_id, algo=algo, model=model, ref=ref,
                 optimizer=optimizer, engine=engine, backend=backend, gather=gather,
-                sampler=PromptSampler(problems, cfg.seed), val_problems=val_problems)  # fmt: skip
+                sampler=PromptSampler(problems, cfg.seed), val_problems=val_problems,
+                ref_placement=ref_placement)  # fmt: skip
     return run, loop
 
 
