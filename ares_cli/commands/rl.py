@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ares_cli.commands.common import TrustGraderCode
+from ares_cli.commands.common import LocalRank, TrustGraderCode, check_local_rank
 from ares_cli.commands.training_stage import run_training_stage
 from ares_cli.console import options
 from ares_cli.errors import UsageError
@@ -89,6 +89,7 @@ def command(
         typer.Option("--report-to", help=REPORT_TO_HELP, rich_help_panel=PANEL_IO),
     ] = "jsonl",
     trust_grader_code: TrustGraderCode = None,
+    local_rank: LocalRank = None,
 ) -> None:
     """RL: AEPO / PAEC / GRPO / DAPO / ...; checkpoints, metrics.jsonl and the final model."""
     import torch
@@ -98,6 +99,7 @@ def command(
     from ares_cli.training.rl import config as rlconfig
     from ares_cli.training.rl import trainer
 
+    check_local_rank(local_rank)
     opts = options(ctx)
     trackers = tracking.parse_report_to(report_to)
     prepared = prepare(opts, model=model, data=data, algo=algo, val_data=val_data, steps=steps,
