@@ -49,10 +49,39 @@ def test_project_code_does_not_import_through_compatibility_paths():
     assert g.compat_imports(g.module_files() | _scripts()) == []
 
 
+def test_the_measured_floors_are_the_plan():
+    floor_of = g.measure()["floor_of"]
+    assert floor_of == {room: level for level, rooms in enumerate(g.FLOORS) for room in rooms}
+
+
+def doc_block(text: str) -> str:
+    """The generated block of ``docs/architecture.md``, markers included."""
+    assert text.count(g.BEGIN) == 1 and text.count(g.END) == 1, "docs/architecture.md: one import-graph block"
+    return text[text.index(g.BEGIN) : text.index(g.END) + len(g.END)]
+
+
+def test_the_docs_generated_block_is_what_the_tool_prints():
+    block = doc_block(DOC.read_text(encoding="utf-8"))
+    assert block == g.markdown(), "paste the output of `python tests/import_graph.py --markdown`"
+
+
 def test_the_doc_shows_the_floors_the_test_enforces():
-    rows = re.findall(r"^\| (\d+) \| (.+?) \|", DOC.read_text(encoding="utf-8"), flags=re.MULTILINE)
-    doc = {int(level): tuple(re.findall(r"`([\w.]+)`", rooms)) for level, rooms in rows}
-    assert doc == dict(enumerate(g.FLOORS))
+    rows = re.findall(
+        r"^\| (\d+) \| `([\w.]+)` \|", doc_block(DOC.read_text(encoding="utf-8")), flags=re.MULTILINE
+    )
+    doc: dict[int, set[str]] = {}
+    for level, room in rows:
+        doc.setdefault(int(level), set()).add(room)
+    assert doc == {level: set(rooms) for level, rooms in enumerate(g.FLOORS)}
+
+
+def test_the_doc_says_what_each_room_holds():
+    text = DOC.read_text(encoding="utf-8")
+    table = text[text.index("| room | what it holds |") :].split("\n\n")[0]
+    named = [
+        room for row in table.splitlines()[2:] for room in re.findall(r"`([\w.]+)`", row.split(" | ")[0])
+    ]
+    assert sorted(named) == sorted(room for rooms in g.FLOORS for room in rooms)
 
 
 def test_the_doc_lists_the_compatibility_paths():
