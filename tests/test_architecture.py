@@ -34,6 +34,12 @@ def test_every_room_is_on_exactly_one_floor():
 
 def test_every_arrow_points_down_a_floor():
     assert g.upward_arrows() == []
+    assert g.upward_arrows(skip=()) == [], "a compatibility path imports upward"
+
+
+def test_no_top_level_folder_imports_another_round_a_circle():
+    folders = g.folder_graph()
+    assert g.cycles(folders) == [] and g.backward_arrows(folders) == []
 
 
 def _scripts() -> dict[str, Path]:
@@ -116,6 +122,25 @@ def test_a_circle_through_a_function_level_import_is_found(tmp_path):
     assert g.cycles(g.room_graph(modules)) == [["ares_cli.high", "ares_cli.low"]]
     plan = (("__init__",), ("low",), ("high",), ("pkg",))
     assert g.upward_arrows(modules, plan) == ["ares_cli.low:2 imports ares_cli.high (low -> high)"]
+
+
+def test_a_folder_whose_rooms_sit_on_both_sides_of_another_is_a_circle(tmp_path):
+    modules = _write_package(
+        tmp_path,
+        {
+            "ares_cli/__init__.py": "",
+            "ares_cli/stages/__init__.py": "",
+            "ares_cli/stages/prep.py": "def f():\n    from ares_cli.training.sft import g\n",
+            "ares_cli/training/__init__.py": "",
+            "ares_cli/training/sft.py": "",
+            "ares_cli/training/rl/__init__.py": "",
+            "ares_cli/training/rl/loop.py": "from ares_cli.stages import prep\n",
+        },
+    )
+    assert g.cycles(g.room_graph(modules)) == []  # room by room, the arrows point down
+    folders = g.folder_graph(modules)
+    assert g.cycles(folders) == [["ares_cli.stages", "ares_cli.training"]]
+    assert g.backward_arrows(folders) == ["stages -> training", "training -> stages"]
 
 
 def test_compatibility_imports_are_reported(tmp_path):

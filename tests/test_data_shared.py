@@ -20,7 +20,7 @@ import ares_cli.data.loader as loader
 import ares_cli.training.rl.rollout as rollout
 from ares_cli.errors import AresError
 from ares_cli.store.artifacts import ArtifactStore
-from ares_cli.training.rl.prepare import prepare_rl
+from ares_cli.stages.prepare_rl import prepare_rl
 
 calls = {"load": 0, "encode": 0}
 load, encode = loader.load_problems, rollout.encode_prompts

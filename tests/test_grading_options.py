@@ -271,9 +271,9 @@ def test_eval_grades_a_benchmark_by_its_declared_answer_forms(tmp_path, monkeypa
 
 def test_rl_grades_its_training_data_by_the_data_manifests_options(tmp_path, monkeypatch):
     from ares_cli.stages.checklist import Checklist
+    from ares_cli.stages.prepare_rl import prepare_rl
     from ares_cli.store.artifacts import ArtifactStore
     from ares_cli.training.rl.config import key_config
-    from ares_cli.training.rl.prepare import prepare_rl
     from ares_cli.training.rl.step_metrics import gold_of
 
     rows = [{"id": "a", "problem": "Find 30 + 4.", "answer": "34"}]

@@ -91,8 +91,8 @@ def test_sleep_mode_auto_is_off_on_cpu_and_per_sample_seeds_reach_the_engine(
 
 def test_tensor_parallel_size_must_divide_the_ranks_and_needs_vllm():
     from ares_cli.errors import UsageError
+    from ares_cli.training.rl.checks import check_world_size
     from ares_cli.training.rl.config import resolve_rl_config
-    from ares_cli.training.rl.prepare import check_world_size
 
     cfg = resolve_rl_config(sets=[*SETS, "rollout.tensor_parallel_size=2"])
     check_world_size(cfg, 2)

@@ -156,9 +156,9 @@ def prepare(opts, *, model, data, algo=None, val_data=None, steps=None, deepspee
     """Every check ``ares rl`` makes before it opens its artifact, for ``world_size`` ranks (the stage runs
     it strictly; ``ares plan rl`` with a collecting checklist and no input hashing)."""
     from ares_cli.stages.checklist import Checklist
+    from ares_cli.stages.prepare_rl import prepare_rl
     from ares_cli.store.artifacts import ArtifactStore
     from ares_cli.training import tracking
-    from ares_cli.training.rl.prepare import prepare_rl
 
     checks = checks or Checklist()
     checks.run("options", lambda: _check_options(force, resume, report_to, tracking))

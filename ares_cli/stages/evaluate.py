@@ -188,8 +188,9 @@ def run_eval(
 
 def _sample_and_vote(problems, rows, cfg: EvalConfig, model_path, progress, judge=None) -> dict[str, float]:
     """Generate and grade missing samples, then add each sample's vote class (verified equivalence)."""
+    from ares_cli.data.records import most_images
     from ares_cli.grading.judged import open_grading
-    from ares_cli.stages.sampling import most_images, open_backend, sample_and_grade
+    from ares_cli.stages.sampling import open_backend, sample_and_grade
 
     grading = open_grading(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s, judge=judge,
                            trust_code=cfg.trust_grader_code)  # fmt: skip

@@ -15,7 +15,7 @@ from typing import Any
 from ares_cli.config import option, to_dict
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
-from ares_cli.stages.budget import with_budget
+from ares_cli.models.budget import with_budget
 from ares_cli.stages.judging import JudgeConfig
 from ares_cli.stages.sampling import PASSRATE_BUDGET, SAMPLE_KEY, SamplingConfig
 from ares_cli.store.artifacts import ArtifactStore, InputRef
@@ -125,7 +125,7 @@ class PreparedPassrate:
     problems: list[dict[str, Any]] | None = None  # sorted, this shard's, fitting the context
     skipped: list[str] | None = None  # ids whose prompt does not fit (skip_long_prompts)
     model_path: str | None = None
-    budget: Any = None  # stages.budget.Budget
+    budget: Any = None  # models.budget.Budget
     judge: Any = None
     inputs: list[InputRef] | None = None
 
@@ -271,8 +271,9 @@ def _progress_lines(log: Callable[[str], None]) -> Callable[[int, int, float], N
 
 
 def _sample(problems, rows, cfg: SamplingConfig, model_path, progress, judge=None) -> dict[str, float]:
+    from ares_cli.data.records import most_images
     from ares_cli.grading.judged import open_grading
-    from ares_cli.stages.sampling import most_images, open_backend, sample_and_grade
+    from ares_cli.stages.sampling import open_backend, sample_and_grade
 
     if all((p["id"], i) in rows for p in problems for i in range(cfg.k)):
         return {"generate_s": 0.0, "grade_s": 0.0, "generated_rows": 0}

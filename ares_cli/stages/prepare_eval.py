@@ -31,7 +31,7 @@ class PreparedEval:
     kept: dict[str, list[dict]] | None = None  # bench name -> problems fitting the context, sorted
     skipped: dict[str, list[str]] | None = None
     model_path: str | None = None
-    budget: Any = None  # stages.budget.Budget
+    budget: Any = None  # models.budget.Budget
     judge: Any = None
     difficulty: dict[str, Any] | None = None
     inputs: list | None = None
@@ -59,7 +59,7 @@ def prepare_eval(
     from ares_cli.data.loader import load_problems
     from ares_cli.grading.declared import grader_for
     from ares_cli.models import check_image_support
-    from ares_cli.stages.budget import with_budget
+    from ares_cli.models.budget import with_budget
     from ares_cli.stages.checklist import Checklist
     from ares_cli.stages.inputs import dataset_ref, resolve_model
     from ares_cli.stages.judging import prepare_judge

@@ -297,8 +297,8 @@ RL_BUDGET = 16384  # ARES's response budget, when neither the user nor the model
 def resolve_rollout_budget(cfg: RLConfig, model_path, window: int | None):
     """Set ``cfg.rollout.max_new_tokens`` (the user's, else the model's generation_config.json, else
     :data:`RL_BUDGET`), check it and any validation budget against the model's ``window``-token context
-    (exit 2) and the cross-field rules; returns the :class:`~ares_cli.stages.budget.Budget`."""
-    from ares_cli.stages.budget import Budget, check_fits, resolve_budget
+    (exit 2) and the cross-field rules; returns the :class:`~ares_cli.models.budget.Budget`."""
+    from ares_cli.models.budget import Budget, check_fits, resolve_budget
 
     budget = resolve_budget(cfg.rollout.max_new_tokens, model_path, RL_BUDGET)
     check_fits(budget, window, flag="--set rollout.max_new_tokens=N")

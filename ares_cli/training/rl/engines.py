@@ -59,8 +59,8 @@ def rollout_backend(cfg, model, tokenizer, model_path, processor=None, problems=
     from ares_cli.generation import resolve_backend_name
 
     if resolve_backend_name(cfg.rollout.backend) == "vllm":
+        from ares_cli.data.records import most_images
         from ares_cli.generation.vllm_backend import VLLMBackend
-        from ares_cli.stages.sampling import most_images
 
         images = most_images(list(problems))
         pixels = (

@@ -214,7 +214,7 @@ def collect_groups(
     which a :class:`~ares_cli.errors.StageFailure` names the counts. Returns (groups, cursor, stats).
     """
     from ares_cli.errors import StageFailure
-    from ares_cli.stages.sampling import ERROR_CHECK_MIN_SAMPLES, check_grade_errors
+    from ares_cli.grading.error_rate import ERROR_CHECK_MIN_SAMPLES, check_grade_errors
     from ares_cli.training.rl.rewards import filter_group, response_reward
 
     want, f = cfg.rollout.prompts_per_step, cfg.filter

@@ -88,10 +88,11 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     import torch
 
     from ares_cli.models import load_model, load_processor, load_tokenizer
-    from ares_cli.stages.budget import model_context
+    from ares_cli.models.budget import model_context
     from ares_cli.training import distributed
     from ares_cli.training.checkpoint import load_optimizer
     from ares_cli.training.rl import state
+    from ares_cli.training.rl.checks import check_branching, check_world_size
     from ares_cli.training.rl.engines import (
         deepspeed_config_for,
         deepspeed_engine_for,
@@ -100,7 +101,6 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
         sync_backend,
         training_dtype,
     )
-    from ares_cli.training.rl.prepare import check_branching, check_world_size
     from ares_cli.training.rl.reference import load_reference
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.rollout import PromptSampler
@@ -192,7 +192,7 @@ def fitting_prompts(problems, tokenizer, cfg, log, processor=None, window=None, 
     log); none fitting is an input error. ``lengths``: their token counts when already known (one per
     problem), else each prompt is encoded here."""
     from ares_cli.errors import InputError
-    from ares_cli.training.rl.prepare import prompt_token_limit
+    from ares_cli.training.rl.checks import prompt_token_limit
     from ares_cli.training.rl.rollout import encode_prompts
 
     limit = prompt_token_limit(cfg, window)  # max_prompt_tokens, and the room the budget leaves
