@@ -53,10 +53,6 @@ COMPAT_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
         "ares_cli.algorithms.buckets",
         ("BUCKETS", "EASY", "HARD", "MEDIUM", "bucket_bounds", "bucket_ids", "difficulty_bucket"),
     ),
-    "ares_cli.stages.evaluate": (
-        "ares_cli.stages.prepare_eval",
-        ("bench_name", "check_golds", "difficulty_from_passrate", "parse_bench"),
-    ),
 }
 
 

@@ -88,7 +88,7 @@ def test_fitting_prompts_uses_the_lengths_it_is_given_and_encodes_nothing(monkey
     from types import SimpleNamespace
 
     import ares_cli.training.rl.rollout as rollout
-    from ares_cli.training.rl.run import fitting_prompts
+    from ares_cli.training.rl.setup import fitting_prompts
 
     monkeypatch.setattr(rollout, "encode_prompts", lambda *a, **k: pytest.fail("prompts encoded again"))
     cfg = SimpleNamespace(rollout=SimpleNamespace(max_prompt_tokens=10, max_new_tokens=4))

@@ -215,17 +215,19 @@ def test_choice_or_math_per_row():
 
 
 def test_choice_golds_are_checked_per_row(tmp_path):
-    from ares_cli.stages.prepare_eval import check_golds
+    from ares_cli.stages.prepare_eval import check_choice_golds
 
     rows = [{"id": "a", "answer": "145°", "meta": {"options": ["145°", "150°"]}}, {"id": "b", "answer": "7"}]
-    check_golds(rows, "choice_or_math", "data.jsonl")  # the free-form row is math: not checked as a choice
+    check_choice_golds(
+        rows, "choice_or_math", "data.jsonl"
+    )  # the free-form row is math: not checked as a choice
     with pytest.raises(InputErrors, match="problem b"):
-        check_golds(rows, "choice", "data.jsonl")
+        check_choice_golds(rows, "choice", "data.jsonl")
     with pytest.raises(InputErrors, match="problem m"):
-        check_golds(
+        check_choice_golds(
             [{"id": "m", "answer": "A, C", "meta": {"options": ["1", "2", "3"]}}], "choice", "d.jsonl"
         )
-    check_golds(
+    check_choice_golds(
         [{"id": "m", "answer": "A, C", "meta": {"options": ["1", "2", "3"]}}],
         "choice[multi_select=true]",
         "d",

@@ -4,7 +4,7 @@
 sampling stages use (``grade``, ``gold_for``, ``grader``, ``stats``, ``equivalence_classes_batch``, a
 context manager), so ``ares eval`` and ``ares passrate`` take a judge grader like any other.
 :func:`open_grading` picks the pool or the judged grading for a grader name; the judge itself (a model
-behind a generation backend) comes from :func:`ares_cli.stages.judging.prepare_judge`.
+behind a generation backend) comes from :func:`ares_cli.stages.judge_model.prepare_judge`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ __all__ = ["Judge", "JudgedGrading", "grader_label", "open_grading"]
 
 
 class Judge(Protocol):
-    """What grading needs of a judge (:class:`ares_cli.stages.judging.ModelJudge` is the model one)."""
+    """What grading needs of a judge (:class:`ares_cli.stages.judge_model.ModelJudge` is the model one)."""
 
     label: str
 
@@ -129,5 +129,5 @@ def open_grading(
     if parse_judge_grader(grader) is None:
         return GradingPool(grader, workers=workers, timeout_s=timeout_s, trust_code=trust_code)
     if judge is None:
-        raise UsageError(f"grader {grader!r} needs a judge (ares_cli.stages.judging.prepare_judge)")
+        raise UsageError(f"grader {grader!r} needs a judge (ares_cli.stages.judge_model.prepare_judge)")
     return JudgedGrading(grader, judge, workers=workers, timeout_s=timeout_s)

@@ -17,13 +17,7 @@ from typing import Any
 from ares_cli.config import option, seed_option
 from ares_cli.data.jsonl import write_jsonl
 from ares_cli.errors import InputError
-from ares_cli.stages.prepare_eval import (  # noqa: F401  (their former home)
-    EVAL_BUDGET,
-    bench_name,
-    check_golds,
-    difficulty_from_passrate,
-    parse_bench,
-)
+from ares_cli.stages.prepare_eval import EVAL_BUDGET
 from ares_cli.stages.sampling import SAMPLE_KEY, SamplingConfig
 from ares_cli.store.artifacts import ArtifactStore
 from ares_cli.store.hashing import strict_json
@@ -134,7 +128,7 @@ def run_eval(
     """Run (or resume) an eval stage; returns (StageRun, results dict). ``progress(done, total, seconds)``
     is called after each chunk of problems (default: a log line). Every check runs first
     (:func:`~ares_cli.stages.prepare_eval.prepare_eval`), before the artifact opens."""
-    from ares_cli.stages.judging import load_verdicts, save_verdicts
+    from ares_cli.stages.judge_model import load_verdicts, save_verdicts
     from ares_cli.stages.prepare_eval import prepare_eval
 
     prepared = prepare_eval(store, model=model, cfg=cfg, data=data, from_samples=from_samples, regrade=regrade,

@@ -16,7 +16,7 @@ from ares_cli.config import option, to_dict
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
 from ares_cli.models.budget import with_budget
-from ares_cli.stages.judging import JudgeConfig
+from ares_cli.stages.judge_model import JudgeConfig
 from ares_cli.stages.sampling import PASSRATE_BUDGET, SAMPLE_KEY, SamplingConfig
 from ares_cli.store.artifacts import ArtifactStore, InputRef
 
@@ -142,7 +142,7 @@ def prepare_passrate(
     from ares_cli.models import check_image_support
     from ares_cli.stages.checklist import Checklist
     from ares_cli.stages.inputs import dataset_ref, resolve_model
-    from ares_cli.stages.judging import prepare_judge
+    from ares_cli.stages.judge_model import prepare_judge
     from ares_cli.stages.sampling import fit_context
 
     checks = checks or Checklist()
@@ -179,9 +179,9 @@ def prepare_passrate(
         checks.run("images vs model",
                    lambda: check_image_support(out.loaded.records, out.loaded.locations, out.model_path))  # fmt: skip
     if out.loaded is not None:  # a bad gold must never become a 'hard' problem
-        from ares_cli.stages.prepare_eval import check_golds
+        from ares_cli.stages.prepare_eval import check_choice_golds
 
-        checks.run("choice golds", lambda: check_golds(out.loaded.records, cfg.grader, data, cfg.trust_grader_code,
+        checks.run("choice golds", lambda: check_choice_golds(out.loaded.records, cfg.grader, data, cfg.trust_grader_code,
                                                        out.loaded.locations))  # fmt: skip
     judged = checks.run("judge", lambda: prepare_judge(store, [cfg.grader], cfg.judge))
     if judged is not None:
@@ -223,7 +223,7 @@ def run_passrate(
 
     ``progress(done, total, seconds)`` is called after each chunk of problems (default: a log line)."""
     from ares_cli.grading.judged import grader_label
-    from ares_cli.stages.judging import load_verdicts, save_verdicts
+    from ares_cli.stages.judge_model import load_verdicts, save_verdicts
 
     prepared = prepare_passrate(store, model=model, data=data, cfg=cfg)
     cfg, budget, judge, model_path = prepared.cfg, prepared.budget, prepared.judge, prepared.model_path

@@ -161,11 +161,11 @@ def _data_steps(checks: Checklist, out: PreparedRL, data: str, val_data: str | N
         checks.run("images vs model", lambda: [check_image_support(d.records, d.locations, out.model_path)
                                                for d in loaded])  # fmt: skip
     if cfg is not None:  # a choice gold that names no option: exit 3 naming its row, before any work
-        from ares_cli.stages.prepare_eval import check_golds
+        from ares_cli.stages.prepare_eval import check_choice_golds
 
         for d, source in ((out.train, data), (out.val, val_data)):
             if d is not None:
-                checks.run("choice golds", lambda d=d, s=source: check_golds(
+                checks.run("choice golds", lambda d=d, s=source: check_choice_golds(
                     d.records, cfg.grading.grader, s, cfg.grading.trust_grader_code, d.locations))  # fmt: skip
     if cfg is not None and out.train is not None:
         checks.run("branching", lambda: check_branching(cfg, out.train.records))

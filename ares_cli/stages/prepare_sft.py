@@ -81,7 +81,7 @@ def prepare_sft(
     from ares_cli.models.budget import model_context, resolve_seq_len
     from ares_cli.stages.inputs import resolve_model
     from ares_cli.training.sft import SFTConfig
-    from ares_cli.training.sft_run import accumulation_steps
+    from ares_cli.training.sft_setup import accumulation_steps
 
     checks = checks or Checklist()
     out = PreparedSFT(world_size=world_size)

@@ -23,7 +23,7 @@ from ares_cli.models.pixels import (
     MIN_PIXELS_HELP,
     check_pixel_bounds,
 )
-from ares_cli.stages.judging import JudgeConfig
+from ares_cli.stages.judge_model import JudgeConfig
 
 SAMPLE_KEY = ("problem_id", "sample_idx")
 MAX_K = 4096  # samples per problem: pass@k studies use up to 1024; a larger K is a typo, not a plan

@@ -1,5 +1,5 @@
 """The phases of one RL step, in the order :func:`~.trainer.train_rl` calls them. Each reads the run's
-fixed parts (:class:`~.run.RLRun`) and returns what the next phase needs:
+fixed parts (:class:`~.setup.RLRun`) and returns what the next phase needs:
 
 1. :func:`rollout`: draw prompts, generate G responses each, grade, reward, dynamic sampling (rollout.py,
    rewards.py); every rank gets every group;
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from ares_cli.training.rl.batch import RolloutBatch
     from ares_cli.training.rl.rollout import Group
-    from ares_cli.training.rl.run import LoopState, RLRun
+    from ares_cli.training.rl.setup import LoopState, RLRun
     from ares_cli.training.rl.step_metrics import Timer
 
 
@@ -88,7 +88,7 @@ def rank_batch(run: RLRun, groups: list[Group]) -> RolloutBatch:
 def _pass_options(run: RLRun) -> dict:
     """How the no-grad passes compute: the rollout temperature, the algorithm's nucleus, the micro-batch
     plan of the update."""
-    from ares_cli.training.rl.micro import budget_setting
+    from ares_cli.training.micro_batches import budget_setting
 
     cfg = run.cfg
     top_p, top_k = run.algo.nucleus

@@ -89,7 +89,7 @@ def minibatch_backward(
     Without ``old_logprob`` in ``mb`` (an on-policy step, :func:`on_policy`), each micro-batch's θ_old
     log-probs are its own forward's, detached, and its entropies fill ``mb.tok["old_entropy"]``."""
     from ares_cli.algorithms.aggregation import Aggregation, local_counts
-    from ares_cli.training.rl.micro import budget_setting
+    from ares_cli.training.micro_batches import budget_setting
 
     means = means if means is not None else MetricMeans()
     timer = timer if timer is not None else _NoTimer()

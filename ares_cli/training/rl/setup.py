@@ -104,7 +104,7 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     from ares_cli.training.rl.reference import load_reference
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.rollout import PromptSampler
-    from ares_cli.training.sft_run import param_groups
+    from ares_cli.training.sft_setup import param_groups
 
     dist = distributed.init_from_env()
     log = log if dist.is_main else (lambda _msg: None)
