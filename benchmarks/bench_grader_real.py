@@ -165,7 +165,7 @@ class ScriptedJudge:
 def judge_routing(data: dict, keys: list, items: list, args) -> dict:
     """``math+judge`` with :class:`ScriptedJudge`: what the rules hand over, per group and hand-checked."""
     from ares_cli.grading.judge import subject_of
-    from ares_cli.grading.judged import JudgedGrading
+    from ares_cli.grading.judge_grading import JudgedGrading
     from ares_cli.stages.judge_model import JudgeConfig, ModelJudge
 
     judge = ModelJudge(ScriptedJudge, "scripted", JudgeConfig())

@@ -47,7 +47,11 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 
 # Compatibility paths: old module -> its new home, and names re-exported by a module they left. Only code
 # outside the project (and the public-API test) may import through them.
-COMPAT_MODULES: dict[str, str] = {}
+COMPAT_MODULES: dict[str, str] = {
+    "ares_cli.algorithms.aggregation": "ares_cli.algorithms.loss_aggregation",
+    "ares_cli.scoring.aggregations": "ares_cli.scoring.benchmark_scores",
+    "ares_cli.grading.judged": "ares_cli.grading.judge_grading",
+}
 COMPAT_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ares_cli.algorithms.aepo": (
         "ares_cli.algorithms.buckets",

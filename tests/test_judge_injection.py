@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import run_ares
 
-from ares_cli.grading.judged import JudgedGrading
+from ares_cli.grading.judge_grading import JudgedGrading
 from ares_cli.stages.judge_model import JudgeConfig, ModelJudge
 
 OBEYS = re.compile(

@@ -56,7 +56,7 @@ def score_benchmark(
 ) -> dict[str, Any]:
     """Metrics for one benchmark: overall, per source and per difficulty, and the manifest's aggregate
     score (DynaMath worst case, We-Math strict) when it names one (pure)."""
-    from ares_cli.scoring import aggregations, metrics
+    from ares_cli.scoring import benchmark_scores, metrics
 
     groups = {}
     for p in problems:
@@ -68,7 +68,7 @@ def score_benchmark(
         result["by_difficulty"] = metrics.breakdown(scored, "difficulty", k)
     if aggregate:
         try:
-            result["aggregate"] = aggregations.aggregate(aggregate, problems, samples, k)
+            result["aggregate"] = benchmark_scores.aggregate(aggregate, problems, samples, k)
         except ValueError as exc:
             raise InputError(str(exc), field="aggregate") from None
     return result
@@ -183,7 +183,7 @@ def run_eval(
 def _sample_and_vote(problems, rows, cfg: EvalConfig, model_path, progress, judge=None) -> dict[str, float]:
     """Generate and grade missing samples, then add each sample's vote class (verified equivalence)."""
     from ares_cli.data.records import most_images
-    from ares_cli.grading.judged import open_grading
+    from ares_cli.grading.judge_grading import open_grading
     from ares_cli.stages.sampling import open_backend, sample_and_grade
 
     grading = open_grading(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s, judge=judge,

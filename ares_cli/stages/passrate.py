@@ -222,7 +222,7 @@ def run_passrate(
     """Run (or resume, or find up to date) a passrate stage; returns (StageRun, stats).
 
     ``progress(done, total, seconds)`` is called after each chunk of problems (default: a log line)."""
-    from ares_cli.grading.judged import grader_label
+    from ares_cli.grading.judge_grading import grader_label
     from ares_cli.stages.judge_model import load_verdicts, save_verdicts
 
     prepared = prepare_passrate(store, model=model, data=data, cfg=cfg)
@@ -272,7 +272,7 @@ def _progress_lines(log: Callable[[str], None]) -> Callable[[int, int, float], N
 
 def _sample(problems, rows, cfg: SamplingConfig, model_path, progress, judge=None) -> dict[str, float]:
     from ares_cli.data.records import most_images
-    from ares_cli.grading.judged import open_grading
+    from ares_cli.grading.judge_grading import open_grading
     from ares_cli.stages.sampling import open_backend, sample_and_grade
 
     if all((p["id"], i) in rows for p in problems for i in range(cfg.k)):

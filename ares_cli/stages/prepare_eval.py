@@ -38,7 +38,7 @@ class PreparedEval:
 
     def key_config(self) -> dict[str, Any]:
         """The config as it keys the artifact: the resolved config plus each benchmark's K and grader."""
-        from ares_cli.grading.judged import grader_label
+        from ares_cli.grading.judge_grading import grader_label
 
         return to_dict(self.cfg) | {
             "benches": [f"{p['name']}:{p['k']}" for p in self.benches],

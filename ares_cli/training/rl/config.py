@@ -18,8 +18,8 @@ from typing import Any, Literal
 from ares_cli.algorithms.advantages import ADVANTAGES, STD_KINDS
 from ares_cli.algorithms.aepo import AEPOConfig
 from ares_cli.algorithms.aer import AERConfig
-from ares_cli.algorithms.aggregation import AGGREGATIONS
 from ares_cli.algorithms.kl import KL_ESTIMATORS
+from ares_cli.algorithms.loss_aggregation import AGGREGATIONS
 from ares_cli.algorithms.paec import PAECConfig
 from ares_cli.algorithms.policy_loss_core import POLICY_LOSSES, PolicyLossConfig
 from ares_cli.config import (
