@@ -9,12 +9,24 @@ the optimizer, the DeepSpeed engine and the rollout backend, in that order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ares_cli.training.rl.step_metrics import PHASES
+
+if TYPE_CHECKING:
+    import torch
+    from deepspeed import DeepSpeedEngine
+    from transformers import PreTrainedTokenizerBase, ProcessorMixin
+
+    from ares_cli.console import Progress
+    from ares_cli.generation.types import Backend
+    from ares_cli.training.distributed import DistInfo
+    from ares_cli.training.rl.algos import Algorithm
+    from ares_cli.training.rl.config import RLConfig
+    from ares_cli.training.rl.rollout import PromptSampler
 
 
 def _new_counters() -> dict[str, Any]:
@@ -42,23 +54,23 @@ class LoopState:
 class RLRun:
     """The fixed parts of an RL run, built once by :func:`set_up` and read by every phase of a step."""
 
-    cfg: Any  # RLConfig
-    dist: Any  # distributed.Dist: rank, world size, device
+    cfg: RLConfig
+    dist: DistInfo  # rank, world size, device
     out_dir: Path
     log: Callable[[str], None]  # silent on ranks other than the main one
-    progress: Any  # console.Progress, or None (and on ranks other than the main one)
-    reduce: Callable  # sum of a tensor over ranks
-    tokenizer: Any
-    processor: Any  # images -> pixels for a VL model; None for a text model
+    progress: Progress | None  # None on ranks other than the main one
+    reduce: Callable[[torch.Tensor], torch.Tensor]  # sum of a tensor over ranks
+    tokenizer: PreTrainedTokenizerBase
+    processor: ProcessorMixin | None  # images -> pixels for a VL model; None for a text model
     pad_id: int
-    algo: Any  # the algorithm's hooks (algos.Algorithm)
-    model: Any  # the policy
-    ref: Any  # the frozen reference, or None when the algorithm needs none
-    optimizer: Any
-    engine: Any  # the DeepSpeed engine, or None (torch)
-    backend: Any  # rollout backend: the live policy (hf) or a weight-synced copy (vllm)
-    gather: Any  # full parameters for generation under ZeRO-3 (a no-op context otherwise)
-    sampler: Any  # rollout.PromptSampler
+    algo: Algorithm  # the algorithm's hooks
+    model: torch.nn.Module  # the policy
+    ref: torch.nn.Module | None  # the frozen reference, or None when the algorithm needs none
+    optimizer: torch.optim.Optimizer
+    engine: DeepSpeedEngine | None  # None when training with torch alone
+    backend: Backend  # rollout backend: the live policy (hf) or a weight-synced copy (vllm)
+    gather: AbstractContextManager  # full parameters for generation under ZeRO-3 (a no-op context otherwise)
+    sampler: PromptSampler
     val_problems: list[dict] | None
     ref_placement: str = "device"  # kl.reference resolved: device, cpu or zero3 (reference.py)
 
