@@ -168,14 +168,14 @@ def _data_steps(checks: Checklist, out: PreparedRL, data: str, val_data: str | N
                 checks.run("choice golds", lambda d=d, s=source: check_choice_golds(
                     d.records, cfg.grading.grader, s, cfg.grading.trust_grader_code, d.locations))  # fmt: skip
     if cfg is not None and out.train is not None:
-        checks.run("branching", lambda: check_branching(cfg, out.train.records))
+        checks.run("branching", lambda: check_branching(cfg.rollout, out.train.records))
         if out.budget is not None:
             out.tokenizer = checks.run("tokenizer", lambda: load_tokenizer(out.model_path))
         if out.tokenizer is not None:
             out.prompt_lengths = checks.run("prompt lengths", lambda: prompt_lengths(
                 out.train.records, out.tokenizer, out.model_path, cfg))  # fmt: skip
             if out.prompt_lengths is not None:
-                out.prompt_limit = prompt_token_limit(cfg, model_context(out.model_path))
+                out.prompt_limit = prompt_token_limit(cfg.rollout, model_context(out.model_path))
                 checks.run("prompts fit", lambda: check_prompts_fit(out.prompt_lengths, out.prompt_limit),
                            lambda kept: f"{kept} of {len(out.prompt_lengths)} within {out.prompt_limit} tokens")  # fmt: skip
     if hash_inputs and out.train is not None:

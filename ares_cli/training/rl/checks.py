@@ -4,7 +4,12 @@ prompts, and the room a prompt has in the model's context."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ares_cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from ares_cli.training.rl.config import RolloutConfig
 
 
 def check_world_size(cfg, world_size: int) -> None:
@@ -19,13 +24,14 @@ def check_world_size(cfg, world_size: int) -> None:
         raise UsageError(f"rollout.tensor_parallel_size {tp} does not divide the {world_size} ranks")
 
 
-def check_branching(cfg, problems: list[dict]) -> None:
-    if cfg.rollout.branching.enabled and any(p.get("images") for p in problems):
+def check_branching(rollout: RolloutConfig, problems: list[dict]) -> None:
+    """``rollout.branching`` is refused for image prompts (UsageError); ``rollout`` is the config's section."""
+    if rollout.branching.enabled and any(p.get("images") for p in problems):
         raise UsageError("rollout.branching does not support image prompts; turn it off for this data")
 
 
-def prompt_token_limit(cfg, window: int | None) -> int:
+def prompt_token_limit(rollout: RolloutConfig, window: int | None) -> int:
     """The longest prompt the trainer keeps: ``rollout.max_prompt_tokens``, and no more than the room the
-    response budget leaves in the model's ``window``-token context."""
-    limit = cfg.rollout.max_prompt_tokens
-    return min(limit, window - cfg.rollout.max_new_tokens) if window else limit
+    response budget leaves in the model's ``window``-token context (``rollout``: the config's section)."""
+    limit = rollout.max_prompt_tokens
+    return min(limit, window - rollout.max_new_tokens) if window else limit

@@ -136,7 +136,7 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     # -- models, data, algorithm
     tokenizer = load_tokenizer(model_path)
     processor = load_processor(model_path, min_pixels=r.min_pixels, max_pixels=r.max_pixels)
-    check_branching(cfg, problems)
+    check_branching(cfg.rollout, problems)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     problems = fitting_prompts(problems, tokenizer, cfg, log, processor, window=model_context(model_path),
                                lengths=prompt_lengths)  # fmt: skip
@@ -207,7 +207,7 @@ def fitting_prompts(problems, tokenizer, cfg, log, processor=None, window=None, 
     from ares_cli.training.rl.checks import prompt_token_limit
     from ares_cli.training.rl.rollout import encode_prompts
 
-    limit = prompt_token_limit(cfg, window)  # max_prompt_tokens, and the room the budget leaves
+    limit = prompt_token_limit(cfg.rollout, window)  # max_prompt_tokens, and the room the budget leaves
     if lengths is None or len(lengths) != len(problems):
         lengths = [len(ids) for ids in encode_prompts(tokenizer, problems, cfg.rollout, processor)]
     keep = [p for p, n in zip(problems, lengths, strict=True) if n <= limit]
