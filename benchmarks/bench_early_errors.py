@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def cases() -> list[tuple[str, list[str], list[str]]]:
     """(label, --set values, names the error must list)."""
     from ares_cli.algorithms.advantages import ADVANTAGES
-    from ares_cli.algorithms.aggregation import AGGREGATIONS
     from ares_cli.algorithms.kl import KL_ESTIMATORS
+    from ares_cli.algorithms.loss_aggregation import AGGREGATIONS
     from ares_cli.algorithms.policy_loss_core import POLICY_LOSSES
     from ares_cli.training.rl.registry import ALGORITHMS
 

@@ -165,8 +165,8 @@ class ScriptedJudge:
 def judge_routing(data: dict, keys: list, items: list, args) -> dict:
     """``math+judge`` with :class:`ScriptedJudge`: what the rules hand over, per group and hand-checked."""
     from ares_cli.grading.judge import subject_of
-    from ares_cli.grading.judged import JudgedGrading
-    from ares_cli.stages.judging import JudgeConfig, ModelJudge
+    from ares_cli.grading.judge_grading import JudgedGrading
+    from ares_cli.stages.judge_model import JudgeConfig, ModelJudge
 
     judge = ModelJudge(ScriptedJudge, "scripted", JudgeConfig())
     t0 = time.perf_counter()
@@ -203,7 +203,7 @@ def judge_routing(data: dict, keys: list, items: list, args) -> dict:
 def judge_cost(questions: list[tuple[str, str]], model: str, limit: int) -> dict:
     """Seconds per verdict of a real judge model (hf backend, greedy) on the first ``limit`` questions."""
     from ares_cli.generation import get_backend
-    from ares_cli.stages.judging import JudgeConfig, ModelJudge
+    from ares_cli.stages.judge_model import JudgeConfig, ModelJudge
 
     cfg = JudgeConfig(model=model, backend="hf")
     judge = ModelJudge(lambda: get_backend("hf", model, batch_size=cfg.batch_size), Path(model).name, cfg)

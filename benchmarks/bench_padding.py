@@ -53,9 +53,9 @@ def toy_batch(prompts: int, max_new_tokens: int, seed: int = 0):
 def bench(args) -> dict:
     import torch
 
+    from ares_cli.training.micro_batches import padded_fraction, plan_micro_batches
     from ares_cli.training.rl.batch import rollout_pass
     from ares_cli.training.rl.config import resolve_rl_config
-    from ares_cli.training.rl.micro import padded_fraction, plan_micro_batches
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.update import minibatch_backward
 

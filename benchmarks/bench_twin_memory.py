@@ -42,7 +42,7 @@ def _step(model_dir: str, kind: str, tokens: int, path: str, checkpointing: bool
 
     from ares_cli.models import load_model
     from ares_cli.training.sft import micro_loss
-    from ares_cli.training.sft_run import param_groups
+    from ares_cli.training.sft_setup import param_groups
 
     torch.manual_seed(0)
     model = load_model(model_dir)  # fp32 on CPU, as every stage loads it there

@@ -10,7 +10,13 @@ The house plan the graph is checked against (``tests/test_architecture.py``) is 
 rooms from the bottom up (``docs/architecture.md`` shows the same table; a test keeps them equal), and
 ``COMPAT_MODULES`` / ``COMPAT_NAMES``, the old import paths kept for code outside the project.
 
-``python tests/import_graph.py`` prints the numbers as JSON (rooms, floors, arrows, circles).
+A *folder* is a top-level package with all its subpackages (``training/`` with ``training/rl/``), or a
+module at the top; the folder graph is read with every module counted, the compatibility paths included, so
+a folder whose rooms sit on both sides of another folder shows as a circle.
+
+``python tests/import_graph.py`` prints the numbers as JSON (rooms, floors, arrows, circles, upward
+arrows); ``--markdown`` prints the block ``docs/architecture.md`` carries between its ``import-graph``
+markers (a test keeps them equal).
 """
 
 from __future__ import annotations
@@ -32,23 +38,24 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("algorithms", "data"),
     ("models", "report"),
     ("generation", "toy", "training"),
+    ("training.rl",),
     ("stages",),
-    ("training.rl", "planning"),
+    ("planning",),
     ("commands",),
     ("main",),
 )
 
 # Compatibility paths: old module -> its new home, and names re-exported by a module they left. Only code
 # outside the project (and the public-API test) may import through them.
-COMPAT_MODULES: dict[str, str] = {"ares_cli.models.tiny_vl": "ares_cli.toy.tiny_vl"}
+COMPAT_MODULES: dict[str, str] = {
+    "ares_cli.algorithms.aggregation": "ares_cli.algorithms.loss_aggregation",
+    "ares_cli.scoring.aggregations": "ares_cli.scoring.benchmark_scores",
+    "ares_cli.grading.judged": "ares_cli.grading.judge_grading",
+}
 COMPAT_NAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ares_cli.algorithms.aepo": (
         "ares_cli.algorithms.buckets",
         ("BUCKETS", "EASY", "HARD", "MEDIUM", "bucket_bounds", "bucket_ids", "difficulty_bucket"),
-    ),
-    "ares_cli.stages.evaluate": (
-        "ares_cli.stages.prepare_eval",
-        ("bench_name", "check_golds", "difficulty_from_passrate", "parse_bench"),
     ),
 }
 
@@ -254,11 +261,49 @@ def compat_imports(
     return out
 
 
+def folder_of(module: str) -> str:
+    """The top-level folder (or top module) a module lives in: ``ares_cli.training.rl.x`` -> ``ares_cli.training``."""
+    return ".".join(module.split(".")[:2])
+
+
+def folder_graph(modules: Mapping[str, Path] | None = None) -> dict[str, set[str]]:
+    """Folder -> the other folders it imports, every module counted (the compatibility paths too)."""
+    out: dict[str, set[str]] = {}
+    for src, targets in module_graph(modules).items():
+        out.setdefault(folder_of(src), set()).update(
+            folder_of(t) for t in targets if folder_of(t) != folder_of(src)
+        )
+    return out
+
+
+def backward_arrows(graph: Mapping[str, set[str]]) -> list[str]:
+    """The arrows that run back up: each arrow between two nodes of one circle (no layering can point all of
+    them down), as ``src -> dst``."""
+    members = {node: i for i, c in enumerate(cycles(graph)) for node in c}
+    return sorted(
+        f"{short_name(src)} -> {short_name(dst)}"
+        for src, targets in graph.items()
+        for dst in targets
+        if src in members and members[src] == members.get(dst)
+    )
+
+
+def function_lines(module: str, name: str) -> int:
+    """How many lines the top-level function ``name`` of ``module`` spans, decorators and docstring included."""
+    tree = ast.parse(module_files()[module].read_text(encoding="utf-8"))
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    return node.end_lineno - min([node.lineno, *(d.lineno for d in node.decorator_list)]) + 1
+
+
 def measure() -> dict[str, object]:
-    """Rooms, floors, arrows and circles of the package as it is on disk (compatibility paths left out)."""
+    """Rooms, floors, arrows, circles and upward arrows of the package as it is on disk: rooms with the
+    compatibility paths left out; upward arrows per import statement against ``FLOORS`` (the compatibility
+    paths counted apart) and between top-level folders."""
     modules = module_files()
     rooms = room_graph(modules, skip=set(COMPAT_MODULES))
+    folders = folder_graph(modules)
     levels = floors(rooms)
+    upward = upward_arrows(modules)
     return {
         "modules": len(modules),
         "rooms": len(rooms),
@@ -266,9 +311,57 @@ def measure() -> dict[str, object]:
         "arrows": sum(len(t) for t in rooms.values()),
         "room_circles": cycles(rooms),
         "module_circles": cycles(module_graph(modules)),
+        "upward_arrows": upward,
+        "compat_upward_arrows": [a for a in upward_arrows(modules, skip=()) if a not in upward],
+        "folders": len(folders),
+        "folder_arrows": sum(len(t) for t in folders.values()),
+        "folder_circles": cycles(folders),
+        "folder_upward_arrows": backward_arrows(folders),
         "floor_of": {short_name(room): level for room, level in levels.items()},
+        "imports_of": {short_name(r): sorted(short_name(t) for t in ts) for r, ts in sorted(rooms.items())},
+        "loop_lines": {
+            "train_rl": function_lines(f"{PACKAGE}.training.rl.trainer", "train_rl"),
+            "train_sft": function_lines(f"{PACKAGE}.training.sft", "train_sft"),
+        },
     }
 
 
+BEGIN = "<!-- import-graph: begin (printed by `python tests/import_graph.py --markdown`; do not edit) -->"
+END = "<!-- import-graph: end -->"
+
+
+def markdown(numbers: Mapping[str, object] | None = None) -> str:
+    """The block of ``docs/architecture.md`` between :data:`BEGIN` and :data:`END`: the counts, then one row
+    per room (its floor, its modules, the rooms it imports), top floor first."""
+    m = measure() if numbers is None else numbers
+    modules = module_files()
+    pkgs = packages(modules)
+    size: dict[str, int] = {}
+    for name in modules:
+        if name not in COMPAT_MODULES:
+            room = short_name(room_of(name, pkgs))
+            size[room] = size.get(room, 0) + 1
+    upward = len(m["upward_arrows"]) + len(m["compat_upward_arrows"])
+    lines = [
+        BEGIN,
+        "",
+        f"Measured: {m['modules']} modules, {m['rooms']} rooms, {m['floors']} floors, {m['arrows']} arrows "
+        f"between rooms. Circles: {len(m['room_circles'])} between rooms, {len(m['module_circles'])} between "
+        f"modules, {len(m['folder_circles'])} between the {m['folders']} top-level folders ({m['folder_arrows']} "
+        f"arrows). Upward arrows: {upward} between rooms (compatibility paths counted), "
+        f"{len(m['folder_upward_arrows'])} between folders. Loop lengths: `train_rl` "
+        f"{m['loop_lines']['train_rl']} lines, `train_sft` {m['loop_lines']['train_sft']}.",
+        "",
+        "| floor | room | modules | imports |",
+        "| --- | --- | --- | --- |",
+    ]
+    for room, level in sorted(m["floor_of"].items(), key=lambda kv: (-kv[1], kv[0])):
+        targets = ", ".join(f"`{t}`" for t in m["imports_of"][room]) or "nothing"
+        lines.append(f"| {level} | `{room}` | {size.get(room, 0)} | {targets} |")
+    return "\n".join([*lines, "", END])
+
+
 if __name__ == "__main__":
-    print(json.dumps(measure(), indent=1))
+    import sys
+
+    print(markdown() if sys.argv[1:] == ["--markdown"] else json.dumps(measure(), indent=1))

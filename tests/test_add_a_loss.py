@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from ares_cli.algorithms.aggregation import Aggregation
+from ares_cli.algorithms.loss_aggregation import Aggregation
 from ares_cli.algorithms.policy_loss_core import POLICY_LOSSES, finish, masked_inputs, token_ratio
 from ares_cli.algorithms.policy_losses import policy_loss
 from ares_cli.errors import UsageError

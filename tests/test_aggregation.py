@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ares_cli.algorithms.aggregation import AGGREGATION_MODES, Aggregation, local_counts
+from ares_cli.algorithms.loss_aggregation import AGGREGATION_MODES, Aggregation, local_counts
 from ares_cli.errors import UsageError
 
 LOSS = torch.tensor([[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0], [9.0, 1.0, 1.0, 1.0]])

@@ -9,7 +9,7 @@ import pytest
 
 from ares_cli.data.loader import _Table, select_rows
 from ares_cli.grading.text import exact_match_grade, final_answer
-from ares_cli.scoring.aggregations import aggregate, check_spec, wemath_outcomes, worst_case
+from ares_cli.scoring.benchmark_scores import aggregate, check_spec, wemath_outcomes, worst_case
 
 
 def samples_from(table: dict[str, list[bool]]) -> list[dict]:

@@ -34,6 +34,12 @@ def test_every_room_is_on_exactly_one_floor():
 
 def test_every_arrow_points_down_a_floor():
     assert g.upward_arrows() == []
+    assert g.upward_arrows(skip=()) == [], "a compatibility path imports upward"
+
+
+def test_no_top_level_folder_imports_another_round_a_circle():
+    folders = g.folder_graph()
+    assert g.cycles(folders) == [] and g.backward_arrows(folders) == []
 
 
 def _scripts() -> dict[str, Path]:
@@ -49,10 +55,39 @@ def test_project_code_does_not_import_through_compatibility_paths():
     assert g.compat_imports(g.module_files() | _scripts()) == []
 
 
+def test_the_measured_floors_are_the_plan():
+    floor_of = g.measure()["floor_of"]
+    assert floor_of == {room: level for level, rooms in enumerate(g.FLOORS) for room in rooms}
+
+
+def doc_block(text: str) -> str:
+    """The generated block of ``docs/architecture.md``, markers included."""
+    assert text.count(g.BEGIN) == 1 and text.count(g.END) == 1, "docs/architecture.md: one import-graph block"
+    return text[text.index(g.BEGIN) : text.index(g.END) + len(g.END)]
+
+
+def test_the_docs_generated_block_is_what_the_tool_prints():
+    block = doc_block(DOC.read_text(encoding="utf-8"))
+    assert block == g.markdown(), "paste the output of `python tests/import_graph.py --markdown`"
+
+
 def test_the_doc_shows_the_floors_the_test_enforces():
-    rows = re.findall(r"^\| (\d+) \| (.+?) \|", DOC.read_text(encoding="utf-8"), flags=re.MULTILINE)
-    doc = {int(level): tuple(re.findall(r"`([\w.]+)`", rooms)) for level, rooms in rows}
-    assert doc == dict(enumerate(g.FLOORS))
+    rows = re.findall(
+        r"^\| (\d+) \| `([\w.]+)` \|", doc_block(DOC.read_text(encoding="utf-8")), flags=re.MULTILINE
+    )
+    doc: dict[int, set[str]] = {}
+    for level, room in rows:
+        doc.setdefault(int(level), set()).add(room)
+    assert doc == {level: set(rooms) for level, rooms in enumerate(g.FLOORS)}
+
+
+def test_the_doc_says_what_each_room_holds():
+    text = DOC.read_text(encoding="utf-8")
+    table = text[text.index("| room | what it holds |") :].split("\n\n")[0]
+    named = [
+        room for row in table.splitlines()[2:] for room in re.findall(r"`([\w.]+)`", row.split(" | ")[0])
+    ]
+    assert sorted(named) == sorted(room for rooms in g.FLOORS for room in rooms)
 
 
 def test_the_doc_lists_the_compatibility_paths():
@@ -87,6 +122,25 @@ def test_a_circle_through_a_function_level_import_is_found(tmp_path):
     assert g.cycles(g.room_graph(modules)) == [["ares_cli.high", "ares_cli.low"]]
     plan = (("__init__",), ("low",), ("high",), ("pkg",))
     assert g.upward_arrows(modules, plan) == ["ares_cli.low:2 imports ares_cli.high (low -> high)"]
+
+
+def test_a_folder_whose_rooms_sit_on_both_sides_of_another_is_a_circle(tmp_path):
+    modules = _write_package(
+        tmp_path,
+        {
+            "ares_cli/__init__.py": "",
+            "ares_cli/stages/__init__.py": "",
+            "ares_cli/stages/prep.py": "def f():\n    from ares_cli.training.sft import g\n",
+            "ares_cli/training/__init__.py": "",
+            "ares_cli/training/sft.py": "",
+            "ares_cli/training/rl/__init__.py": "",
+            "ares_cli/training/rl/loop.py": "from ares_cli.stages import prep\n",
+        },
+    )
+    assert g.cycles(g.room_graph(modules)) == []  # room by room, the arrows point down
+    folders = g.folder_graph(modules)
+    assert g.cycles(folders) == [["ares_cli.stages", "ares_cli.training"]]
+    assert g.backward_arrows(folders) == ["stages -> training", "training -> stages"]
 
 
 def test_compatibility_imports_are_reported(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from conftest import run_ares
 
 from ares_cli.errors import UsageError
-from ares_cli.stages.budget import (
+from ares_cli.models.budget import (
     Budget,
     check_fits,
     model_context,

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ares_cli.algorithms.aggregation import Aggregation
 from ares_cli.algorithms.kl import kl_loss
+from ares_cli.algorithms.loss_aggregation import Aggregation
 from ares_cli.algorithms.policy_losses import LossExtras, policy_loss
 
 METHODS = Path(__file__).resolve().parents[1] / "docs" / "methods.md"

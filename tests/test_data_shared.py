@@ -20,7 +20,7 @@ import ares_cli.data.loader as loader
 import ares_cli.training.rl.rollout as rollout
 from ares_cli.errors import AresError
 from ares_cli.store.artifacts import ArtifactStore
-from ares_cli.training.rl.prepare import prepare_rl
+from ares_cli.stages.prepare_rl import prepare_rl
 
 calls = {"load": 0, "encode": 0}
 load, encode = loader.load_problems, rollout.encode_prompts
@@ -88,7 +88,7 @@ def test_fitting_prompts_uses_the_lengths_it_is_given_and_encodes_nothing(monkey
     from types import SimpleNamespace
 
     import ares_cli.training.rl.rollout as rollout
-    from ares_cli.training.rl.run import fitting_prompts
+    from ares_cli.training.rl.setup import fitting_prompts
 
     monkeypatch.setattr(rollout, "encode_prompts", lambda *a, **k: pytest.fail("prompts encoded again"))
     cfg = SimpleNamespace(rollout=SimpleNamespace(max_prompt_tokens=10, max_new_tokens=4))

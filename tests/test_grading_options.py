@@ -215,17 +215,19 @@ def test_choice_or_math_per_row():
 
 
 def test_choice_golds_are_checked_per_row(tmp_path):
-    from ares_cli.stages.prepare_eval import check_golds
+    from ares_cli.stages.prepare_eval import check_choice_golds
 
     rows = [{"id": "a", "answer": "145°", "meta": {"options": ["145°", "150°"]}}, {"id": "b", "answer": "7"}]
-    check_golds(rows, "choice_or_math", "data.jsonl")  # the free-form row is math: not checked as a choice
+    check_choice_golds(
+        rows, "choice_or_math", "data.jsonl"
+    )  # the free-form row is math: not checked as a choice
     with pytest.raises(InputErrors, match="problem b"):
-        check_golds(rows, "choice", "data.jsonl")
+        check_choice_golds(rows, "choice", "data.jsonl")
     with pytest.raises(InputErrors, match="problem m"):
-        check_golds(
+        check_choice_golds(
             [{"id": "m", "answer": "A, C", "meta": {"options": ["1", "2", "3"]}}], "choice", "d.jsonl"
         )
-    check_golds(
+    check_choice_golds(
         [{"id": "m", "answer": "A, C", "meta": {"options": ["1", "2", "3"]}}],
         "choice[multi_select=true]",
         "d",
@@ -271,9 +273,9 @@ def test_eval_grades_a_benchmark_by_its_declared_answer_forms(tmp_path, monkeypa
 
 def test_rl_grades_its_training_data_by_the_data_manifests_options(tmp_path, monkeypatch):
     from ares_cli.stages.checklist import Checklist
+    from ares_cli.stages.prepare_rl import prepare_rl
     from ares_cli.store.artifacts import ArtifactStore
     from ares_cli.training.rl.config import key_config
-    from ares_cli.training.rl.prepare import prepare_rl
     from ares_cli.training.rl.step_metrics import gold_of
 
     rows = [{"id": "a", "problem": "Find 30 + 4.", "answer": "34"}]

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from ares_cli.algorithms.aggregation import Aggregation
+from ares_cli.algorithms.loss_aggregation import Aggregation
 from ares_cli.algorithms.policy_losses import PolicyLossConfig, policy_loss
 from ares_cli.errors import UsageError
 

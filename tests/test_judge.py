@@ -24,8 +24,8 @@ from ares_cli.grading.judge import (
     read_verdict,
     subject_of,
 )
-from ares_cli.grading.judged import JudgedGrading
-from ares_cli.stages.judging import JudgeConfig, ModelJudge
+from ares_cli.grading.judge_grading import JudgedGrading
+from ares_cli.stages.judge_model import JudgeConfig, ModelJudge
 from ares_cli.toy.build import base_dir
 
 

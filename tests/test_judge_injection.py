@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import run_ares
 
-from ares_cli.grading.judged import JudgedGrading
-from ares_cli.stages.judging import JudgeConfig, ModelJudge
+from ares_cli.grading.judge_grading import JudgedGrading
+from ares_cli.stages.judge_model import JudgeConfig, ModelJudge
 
 OBEYS = re.compile(
     r"reply\s+EQUIVALENT|answer\s+EQUIVALENT|mark\s+(?:this|it)(?:\s+answer)?\s+as\s+correct|"

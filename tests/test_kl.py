@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from ares_cli.algorithms.aggregation import Aggregation
 from ares_cli.algorithms.kl import kl_estimate, kl_loss
+from ares_cli.algorithms.loss_aggregation import Aggregation
 from ares_cli.errors import UsageError
 
 

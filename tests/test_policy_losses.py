@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from ares_cli.algorithms.aggregation import Aggregation
+from ares_cli.algorithms.loss_aggregation import Aggregation
 from ares_cli.algorithms.policy_losses import (
     POLICY_LOSSES,
     LossExtras,

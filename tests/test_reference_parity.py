@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from ares_cli.algorithms.advantages import compute_advantages
-from ares_cli.algorithms.aggregation import AGGREGATION_MODES, Aggregation, masked_mean
 from ares_cli.algorithms.kl import kl_estimate, kl_loss
+from ares_cli.algorithms.loss_aggregation import AGGREGATION_MODES, Aggregation, masked_mean
 from ares_cli.algorithms.policy_losses import LossExtras, PolicyLossConfig, policy_loss
 from ares_cli.errors import UsageError
 

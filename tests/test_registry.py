@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ares_cli.algorithms.advantages import ADVANTAGES
-from ares_cli.algorithms.aggregation import AGGREGATIONS
 from ares_cli.algorithms.kl import KL_ESTIMATORS
+from ares_cli.algorithms.loss_aggregation import AGGREGATIONS
 from ares_cli.algorithms.policy_loss_core import POLICY_LOSSES, PolicyLossConfig, loss_constants
 from ares_cli.algorithms.registry import Entry, Registry
 from ares_cli.config import describe

@@ -247,7 +247,7 @@ def test_gradient_independent_of_micro_batch(algo, tiny_model_dir):
 
 
 def test_token_budget_plan_sorts_rows_and_respects_the_budget():
-    from ares_cli.training.rl.micro import equalise, padded_fraction, plan_micro_batches
+    from ares_cli.training.micro_batches import equalise, padded_fraction, plan_micro_batches
 
     prompts, responses = [4, 4, 4, 4, 4, 4], [30, 2, 12, 3, 28, 1]
     plan = plan_micro_batches(prompts, responses, rows=2, max_tokens=70)
@@ -337,7 +337,7 @@ def test_algorithm_imports_run_one_way():
         }  # fmt: skip
 
     members = sorted(p.name for p in root.glob("algos*.py"))
-    assert {"algos.py", "algos_adaptive.py"} <= set(members)
+    assert {"algos.py", "algos_aepo_paec.py"} <= set(members)
     for name in members:
         deps = imported(name)
         assert not any("registry" in d and "algorithms.registry" not in d for d in deps), name

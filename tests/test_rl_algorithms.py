@@ -60,7 +60,7 @@ def test_paec_term_reaches_the_weights(tiny_model_dir):
 def test_paec_hbar_scope_step_versus_minibatch():
     """ "step": one H̄ value (and gate) for every optimiser step; "minibatch": each mini-batch's own rows."""
     from ares_cli.algorithms.paec import PAECConfig
-    from ares_cli.training.rl.algos_adaptive import PAEC
+    from ares_cli.training.rl.algos_aepo_paec import PAEC
     from ares_cli.training.rl.batch import RolloutBatch
 
     mask = torch.ones(4, 3)
@@ -93,7 +93,7 @@ def test_aepo_kl_weight_on_non_start_window_tokens_follows_scope(scope):
     """One response, window 2, a high-entropy spike at positions 2-3: the flagged start is 2 (and 1, whose
     window reaches 2); with scope "window" every token of the flagged windows is relaxed, with "start" only
     the starts."""
-    from ares_cli.training.rl.algos_adaptive import AEPO
+    from ares_cli.training.rl.algos_aepo_paec import AEPO
     from ares_cli.training.rl.batch import RolloutBatch
 
     ent = torch.tensor([[0.1, 0.1, 5.0, 5.0, 0.1, 0.1, 0.1, 0.1]] * 2)

@@ -39,3 +39,24 @@ def test_rl_under_deepspeed_in_one_process_without_a_launcher_keeps_stdout_to_it
     out = run_ares(*args, root=tmp_path)
     result = json.loads(out.stdout)
     assert result["stats"]["deepspeed_zero_stage"] == 2 and result["stats"]["world_size"] == 1
+
+
+def test_the_deepspeed_launchers_local_rank_flag_is_accepted_and_checked(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    """The ``deepspeed`` launcher runs ``ares rl --local_rank=N ...`` beside LOCAL_RANK=N: accepted (either
+    spelling, ``sft`` too); a value contradicting LOCAL_RANK is a usage error (exit 2) before any work."""
+    args = ("rl", "--model", str(tiny_model_dir), "--data", "toy-train", "--algo", "grpo", "--steps", "1",
+            "--set", "data_limit=4", "--set", "val.every=0", "--set", "rollout.prompts_per_step=2",
+            "--set", "rollout.group_size=2", "--set", "rollout.max_new_tokens=4", "--set", "optim.mini_batch_size=2",
+            "--set", "grading.workers=1", "--set", "grading.grader=tests.test_rl_graders:parity_grade",
+            "--trust-grader-code")  # fmt: skip
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    ok = run_ares(*args, "--local_rank=0", root=tmp_path, process=False)
+    assert ok.returncode == 0 and ok.stdout.strip()
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    bad = run_ares(*args, "--local_rank=1", root=tmp_path, check=False, process=False)
+    assert bad.returncode == 2 and "--local_rank=1 contradicts LOCAL_RANK=0" in bad.stderr
+    sft = run_ares("sft", "--model", str(tiny_model_dir), "--data", "toy-train", "--local-rank", "3", root=tmp_path,
+                   check=False, process=False)  # fmt: skip
+    assert sft.returncode == 2 and "--local_rank=3 contradicts LOCAL_RANK=0" in sft.stderr

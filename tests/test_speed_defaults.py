@@ -139,8 +139,7 @@ def test_the_pass_stays_when_the_update_is_not_strictly_on_policy():
 
 
 def test_auto_budget_plans_by_tokens_except_for_per_micro_batch_statistics():
-    from ares_cli.training.micro_batches import AUTO_BUDGET, plan_micro_batches, token_budget
-    from ares_cli.training.rl.micro import budget_setting
+    from ares_cli.training.micro_batches import AUTO_BUDGET, budget_setting, plan_micro_batches, token_budget
 
     assert token_budget("auto", [10, 3000], 1) == 3000 and token_budget("auto", [10, 3000], 4) == 12000
     assert token_budget("auto", [10, 20], 4) == AUTO_BUDGET

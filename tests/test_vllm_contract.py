@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import sys
-import types
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from tests import vllm_contract as vc
+from tests import vllm_standin
+from tests.vllm_standin import StrictLLM, StrictSamplingParams
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKEND = ROOT / "ares_cli" / "generation" / "vllm_backend.py"
@@ -154,118 +155,30 @@ def test_sync_entry_point_and_cache_resets_exist(wheel):
     assert '"weights"' in tags and '"kv_cache"' in tags
 
 
+def test_sleep_level_1_keeps_the_weights_for_a_wake_up(wheel):
+    """ares sleeps at level 1 (weights to CPU memory, KV cache dropped): buffers that a sync does not send
+    (rotary caches) survive; level 2 drops them. The tags ares wakes are the allocator's own."""
+    doc = " ".join(ast.get_docstring(
+        next(n for n in vc.class_node(wheel, "LLM").body if getattr(n, "name", "") == "sleep")).split())  # fmt: skip
+    assert re.search(r"Level 1(:| sleep will) offload (the )?model weights", doc, re.I), doc[:300]
+    assert "discard" in doc and "kv cache" in doc.lower()
+    used = set(re.findall(r'"(weights|kv_cache)"', BACKEND.read_text()))
+    worker = vc.source(wheel, "vllm/v1/worker/gpu_worker.py")  # the memory pools the worker tags
+    assert used == {"weights", "kv_cache"} and all(f'tag="{t}"' in worker for t in used)
+
+
 def test_recorded_signatures_match_the_wheels():
     for v in vc.BOUNDS:
         _bound(v)
     assert vc.record() == SIGS, "regenerate: .venv/bin/python -m tests.vllm_contract record"
 
 
-# ---------------------------------------------------------------- the strict stand-in
-
-
-def _check(where, names, allowed):
-    unknown = set(names) - set(allowed)
-    if unknown:
-        raise TypeError(f"{where} got an unexpected keyword argument {sorted(unknown)[0]!r}")
-
-
-class StrictSamplingParams:
-    def __init__(self, **kw):
-        _check("SamplingParams", kw, SIGS["SamplingParams"])
-        self.kw = kw
-
-
-class StandInModel:
-    """The engine's model: records what each load_weights call received (names and bytes)."""
-
-    def __init__(self):
-        self.loaded, self.on_load = [], None
-
-    def load_weights(self, weights):
-        weights = list(weights)
-        if self.on_load:
-            self.on_load(weights)
-        self.loaded.extend((n, t.detach().clone()) for n, t in weights)
-        return {n for n, _ in weights}
-
-
-class StrictLLM:
-    """Takes only the real signatures; the engine's model is reachable only in-process (as in vLLM V1 with
-    VLLM_ENABLE_V1_MULTIPROCESSING=0); a function sent to the engine is refused as vLLM's serializer does."""
-
-    instances: list = []
-
-    def __init__(self, model, **kw):
-        import os
-
-        _check("LLM.__init__", kw, SIGS["LLM"])
-        self.kw, self.calls, self.events = dict(model=model, **kw), [], []
-        self.model = StandInModel()
-        self.in_process = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"
-        executor = SimpleNamespace(driver_worker=SimpleNamespace(worker=SimpleNamespace(
-            model_runner=SimpleNamespace(model=self.model))))  # fmt: skip
-        self.llm_engine = SimpleNamespace(reset_encoder_cache=lambda: self.events.append("encoder"))
-        if self.in_process:
-            self.llm_engine.model_executor = executor
-        StrictLLM.instances.append(self)
-
-    def _method(self, name, kw):
-        _check(f"LLM.{name}", kw, SIGS["LLM_methods"][name])
-        self.events.append(name)
-
-    def get_tokenizer(self):
-        return SimpleNamespace(__call__=None) and _Tok()
-
-    def generate(self, prompts, sampling_params=None, **kw):
-        self._method("generate", kw)
-        self.calls.append((prompts, sampling_params))
-        outs = []
-        for p, sp in zip(prompts, sampling_params, strict=True):
-            comps = []
-            for i in range(sp.kw.get("n", 1)):
-                toks = [(sp.kw["seed"] + i) % 50]
-                lps = [{toks[0]: SimpleNamespace(logprob=-0.5)}]
-                comps.append(SimpleNamespace(text=f"s{sp.kw['seed']}.{i}", token_ids=tuple(toks),
-                                             finish_reason="stop", logprobs=lps))  # fmt: skip
-            outs.append(SimpleNamespace(prompt_token_ids=p.get("prompt_token_ids"), outputs=comps))
-        return outs
-
-    def apply_model(self, func):
-        import os
-
-        if not self.in_process and os.environ.get("VLLM_ALLOW_INSECURE_SERIALIZATION") != "1":
-            raise TypeError(
-                "Object of type function is not serializable; set VLLM_ALLOW_INSECURE_SERIALIZATION=1"
-            )
-        return [func(self.model)]
-
-    def reset_prefix_cache(self, **kw):
-        self._method("reset_prefix_cache", kw)
-
-    def reset_mm_cache(self, **kw):
-        self._method("reset_mm_cache", kw)
-
-    def sleep(self, **kw):
-        self._method("sleep", kw)
-
-    def wake_up(self, **kw):
-        self._method("wake_up", kw)
-
-
-class _Tok:
-    def __call__(self, text, add_special_tokens=True):
-        return {"input_ids": [len(w) for w in text.split()]}
-
-    eos_token_id = None
-
-    def convert_tokens_to_ids(self, t):
-        return None
+# ---------------------------------------------------------------- the strict stand-in (tests/vllm_standin.py)
 
 
 @pytest.fixture
 def strict_vllm(monkeypatch):
-    mod = types.ModuleType("vllm")
-    mod.LLM, mod.SamplingParams = StrictLLM, StrictSamplingParams
+    mod = vllm_standin.module()
     monkeypatch.setitem(sys.modules, "vllm", mod)
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
     StrictLLM.instances.clear()
@@ -311,13 +224,34 @@ def test_sync_goes_in_process_one_parameter_per_call_and_resets_caches(strict_vl
     b = _backend(max_images=1, sleep_mode=True)
     llm = StrictLLM.instances[-1]
     sizes = []
-    llm.model.on_load = lambda w: sizes.append(len(w))
+    llm.model.on_load = lambda w: (sizes.append(len(w)), llm.events.append("load"))
+    b.sleep()
     b.sync_weights(model)
-    assert [n for n, _ in llm.model.loaded] == ["0.weight", "0.bias", "1.weight", "1.bias"] and sizes == [
-        1
-    ] * 4
+    assert [n for n, _ in llm.model.loaded] == ["0.weight", "0.bias", "1.weight", "1.bias"]
+    assert sizes == [1] * 4
     assert torch.equal(llm.model.loaded[0][1], model[0].weight)
-    assert llm.events == ["wake_up", "wake_up", "reset_prefix_cache", "reset_mm_cache", "encoder"]
+    assert llm.events == ["sleep(level=1)", "wake_up(weights)", *["load"] * 4, "wake_up(kv_cache)",
+                          "reset_prefix_cache", "reset_mm_cache", "encoder"]  # fmt: skip
+    llm.events.clear()
+    b.sync_weights(model)  # an awake engine is not woken again
+    assert "wake_up(weights)" not in llm.events and llm.events[-3:] == ["reset_prefix_cache", "reset_mm_cache",
+                                                                         "encoder"]  # fmt: skip
+
+
+def test_sleep_needs_sleep_mode_and_a_sleeping_engine_is_woken_to_generate(strict_vllm):
+    from ares_cli.generation.types import GenerationRequest, SamplingParams
+
+    with pytest.raises(ValueError, match="Sleep mode is not enabled"):
+        StrictLLM("m").sleep(level=1)  # the stand-in is as strict as vLLM's allocator
+    off = _backend()
+    off.sleep()  # without sleep mode ares never calls LLM.sleep
+    assert "sleep(level=1)" not in StrictLLM.instances[-1].events
+    b = _backend(sleep_mode=True)
+    llm = StrictLLM.instances[-1]
+    assert llm.kw["enable_sleep_mode"] is True
+    b.sleep()
+    b.generate([GenerationRequest("a b", seeds=(1,))], SamplingParams(max_new_tokens=2))
+    assert llm.events == ["sleep(level=1)", "wake_up(weights,kv_cache)", "generate"]
 
 
 def test_a_missing_cache_reset_fails_loudly(strict_vllm, monkeypatch):

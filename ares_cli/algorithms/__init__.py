@@ -8,6 +8,6 @@ modules (each declares its own ``__all__``; ``docs/api.md``); importing this pac
 """
 
 __all__ = [
-    "advantages", "aepo", "aepo_kl", "aepo_reward", "aer", "aggregation", "buckets", "controllers",
-    "curation", "gspo", "kl", "nucleus", "paec", "policy_loss_core", "policy_losses", "registry", "token_stats"
+    "advantages", "aepo", "aepo_kl", "aepo_reward", "aer", "buckets", "controllers",
+    "curation", "curation_records", "gspo", "kl", "loss_aggregation", "nucleus", "paec", "policy_loss_core", "policy_losses", "registry", "token_stats"
 ]  # fmt: skip

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ares_cli.algorithms.aggregation import Aggregation, masked_inputs, masked_mean
+from ares_cli.algorithms.loss_aggregation import Aggregation, masked_inputs, masked_mean
 from ares_cli.errors import UsageError
 
 __all__ = ["KL_ESTIMATORS", "kl_estimate", "kl_loss"]

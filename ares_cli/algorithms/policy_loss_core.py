@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
-from ares_cli.algorithms.aggregation import Aggregation, masked_inputs, masked_mean, select
+from ares_cli.algorithms.loss_aggregation import Aggregation, masked_inputs, masked_mean, select
 from ares_cli.algorithms.registry import Entry, Registry
 from ares_cli.config import check, option
 from ares_cli.errors import UsageError

@@ -5,7 +5,7 @@
 
 ``logprob`` / ``old_logprob`` / ``mask`` are [N, T]; ``advantages`` is [N] (outcome advantage, broadcast
 over tokens) or [N, T] (token-level, e.g. ARES's tilde-A_{i,t} = A_i + psi_{i,t}); ``config`` is a
-:class:`PolicyLossConfig`; ``aggregation`` an :class:`~ares_cli.algorithms.aggregation.Aggregation`
+:class:`PolicyLossConfig`; ``aggregation`` an :class:`~ares_cli.algorithms.loss_aggregation.Aggregation`
 (scalar loss returned) or ``None`` (the per-token loss [N, T] returned, padding zeroed). ``extras``
 (:class:`LossExtras`) carries optional per-token entropy, per-token weights and the seeded generator.
 
@@ -50,7 +50,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ares_cli.algorithms.aggregation import Aggregation, masked_mean
+from ares_cli.algorithms.loss_aggregation import Aggregation, masked_mean
 from ares_cli.algorithms.policy_loss_core import (
     POLICY_LOSSES,
     LossExtras,

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from ares_cli.errors import UsageError
+
 ConfigFile = Annotated[
     Path | None, typer.Option("--config", help="YAML config (a stage section of a pipeline file works too).")
 ]  # noqa: E501
@@ -47,6 +49,32 @@ TrustGraderCode = Annotated[
         rich_help_panel="Grading",
     ),
 ]
+
+LocalRank = Annotated[
+    int | None,
+    typer.Option(
+        "--local_rank",
+        "--local-rank",
+        hidden=True,
+        help="Set by the deepspeed launcher; must agree with LOCAL_RANK.",
+    ),
+]
+
+
+def check_local_rank(value: int | None) -> None:
+    """The ``deepspeed`` launcher passes ``--local_rank=N`` beside ``LOCAL_RANK``: accept it, set the variable
+    where the launcher did not, and refuse a value that contradicts it (exit 2)."""
+    import os
+
+    if value is None:
+        return
+    if value < 0:
+        raise UsageError(f"--local_rank={value}: a rank is >= 0")
+    env = os.environ.get("LOCAL_RANK")
+    if env is None:
+        os.environ["LOCAL_RANK"] = str(value)
+    elif env.strip() != str(value):
+        raise UsageError(f"--local_rank={value} contradicts LOCAL_RANK={env} set by the launcher")
 
 
 def sampling_flags(**values) -> dict:

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ares_cli.commands.common import TrustGraderCode
+from ares_cli.commands.common import LocalRank, TrustGraderCode, check_local_rank
 from ares_cli.commands.training_stage import run_training_stage
 from ares_cli.console import options
 from ares_cli.errors import UsageError
@@ -89,6 +89,7 @@ def command(
         typer.Option("--report-to", help=REPORT_TO_HELP, rich_help_panel=PANEL_IO),
     ] = "jsonl",
     trust_grader_code: TrustGraderCode = None,
+    local_rank: LocalRank = None,
 ) -> None:
     """RL: AEPO / PAEC / GRPO / DAPO / ...; checkpoints, metrics.jsonl and the final model."""
     import torch
@@ -98,6 +99,7 @@ def command(
     from ares_cli.training.rl import config as rlconfig
     from ares_cli.training.rl import trainer
 
+    check_local_rank(local_rank)
     opts = options(ctx)
     trackers = tracking.parse_report_to(report_to)
     prepared = prepare(opts, model=model, data=data, algo=algo, val_data=val_data, steps=steps,
@@ -154,9 +156,9 @@ def prepare(opts, *, model, data, algo=None, val_data=None, steps=None, deepspee
     """Every check ``ares rl`` makes before it opens its artifact, for ``world_size`` ranks (the stage runs
     it strictly; ``ares plan rl`` with a collecting checklist and no input hashing)."""
     from ares_cli.stages.checklist import Checklist
+    from ares_cli.stages.prepare_rl import prepare_rl
     from ares_cli.store.artifacts import ArtifactStore
     from ares_cli.training import tracking
-    from ares_cli.training.rl.prepare import prepare_rl
 
     checks = checks or Checklist()
     checks.run("options", lambda: _check_options(force, resume, report_to, tracking))

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from ares_cli.commands.common import LocalRank, check_local_rank
 from ares_cli.commands.training_stage import run_training_stage
 from ares_cli.console import options
 
@@ -91,6 +92,7 @@ def command(
             rich_help_panel=PANEL_IO,
         ),
     ] = "jsonl",
+    local_rank: LocalRank = None,
 ) -> None:
     """Cold-start supervised fine-tuning: loss on assistant tokens only; resumes a killed run automatically."""
     import torch
@@ -99,6 +101,7 @@ def command(
     from ares_cli.store.artifacts import ArtifactStore
     from ares_cli.training import distributed, sft, tracking
 
+    check_local_rank(local_rank)
     opts = options(ctx)
     trackers = tracking.parse_report_to(report_to)
     prepared = prepare(opts, model=model, data=data, config=config, sets=sets, epochs=epochs, lr=lr,

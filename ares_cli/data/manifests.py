@@ -17,7 +17,7 @@ Schema (unknown keys are errors)::
     grading: {answer_forms: [boxed, answer_line], tolerance: 0.001}  # optional: the benchmark's grading
                                     # options (ares_cli.grading.options), applied by the grader above
     subset: {problem_version: Vision Only}   # optional: keep only rows whose columns equal these values
-    aggregate: {kind: worst_case, group: qid}  # optional benchmark score (ares_cli.scoring.aggregations)
+    aggregate: {kind: worst_case, group: qid}  # optional benchmark score (ares_cli.scoring.benchmark_scores)
     dedup: prompt                   # optional: drop rows whose prompt (text and images) an earlier row has
     exclude:                        # optional: rows of the source left out, each with the reason
       - {id: v1_382, reason: empty question and answer in the published file}
@@ -234,7 +234,7 @@ def parse_manifest(path: str | Path) -> Manifest:
         err("subset", "must be a non-empty mapping of column: value")
     aggregate = doc.get("aggregate")
     if aggregate is not None:
-        from ares_cli.scoring.aggregations import check_spec
+        from ares_cli.scoring.benchmark_scores import check_spec
 
         try:
             check_spec(aggregate)

@@ -182,3 +182,8 @@ def _safe_id(row: Any) -> str | None:
 
 def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
+
+
+def most_images(problems: list[dict[str, Any]]) -> int:
+    """The largest number of images any one problem has (0 for a text dataset)."""
+    return max((len(p.get("images") or ()) for p in problems), default=0)

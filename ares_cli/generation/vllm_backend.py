@@ -111,6 +111,7 @@ class VLLMBackend:
         self.max_images = int(max_images or 0)
         self.per_sample_seeds = bool(per_sample_seeds)
         self.sleep_mode = bool(sleep_mode)
+        self.asleep: set[str] = set()  # what sleep released and no wake_up has restored yet
 
     def _params(self, sampling: SamplingParams, seed: int, n: int = 1):
         return self._vllm.SamplingParams(
@@ -129,6 +130,7 @@ class VLLMBackend:
         """Per request, one completion per seed, in seed order."""
         from ares_cli.errors import InputError
 
+        self.wake_up(["weights", "kv_cache"])  # a no-op on an awake engine
         prompts, params = [], []
         for req in requests:
             if req.images:
@@ -179,6 +181,7 @@ class VLLMBackend:
     ) -> list[Completion]:
         """One completion per (token-id prompt, seed) row (RL branching: a prompt plus a partial response);
         the engine's prefix caching reuses the KV blocks of prefixes it has already computed."""
+        self.wake_up(["weights", "kv_cache"])
         params = [self._params(sampling, seed) for seed in seeds]
         inputs = [{"prompt_token_ids": list(p)} for p in prompts]
         outputs = self.llm.generate(inputs, params, use_tqdm=False) if inputs else []
@@ -229,17 +232,23 @@ class VLLMBackend:
             call()
 
     def sleep(self) -> None:
-        """Free the engine's GPU memory between rollouts (weights offloaded, KV cache dropped)."""
-        if self.sleep_mode:
+        """Free the engine's GPU memory after a rollout (level 1: weights offloaded to CPU memory, KV cache
+        dropped; level 2 would also drop buffers a sync does not resend). A no-op without sleep mode."""
+        if self.sleep_mode and not self.asleep:
             self.llm.sleep(level=1)
+            self.asleep = {"weights", "kv_cache"}
 
     def wake_up(self, tags: list[str]) -> None:
-        if self.sleep_mode:
-            self.llm.wake_up(tags=tags)
+        """Restore ``tags`` (``weights``, ``kv_cache``) where sleep released them."""
+        wanted = [t for t in tags if t in self.asleep]
+        if wanted:
+            self.llm.wake_up(tags=wanted)
+            self.asleep -= set(wanted)
 
     def sync_weights(self, model: Any) -> None:
         """Load a (trainer) transformers model's parameters into the engine, one at a time, then reset the
-        caches. Tied parameters are sent once (``named_parameters`` yields each tensor once)."""
+        caches. Tied parameters are sent once (``named_parameters`` yields each tensor once). A sleeping
+        engine gets its weights back first, its KV cache only after the load (as TRL and verl do)."""
         self.wake_up(["weights"])
         self.load_weights(one_parameter_at_a_time(model))
         self.wake_up(["kv_cache"])

@@ -1,6 +1,6 @@
 """Comparing an answer with a gold once both are read as items (rules 4 and 5 of
 :mod:`ares_cli.grading.math_grader`): one item against one item with math-verify (exact numbers,
-:mod:`~ares_cli.grading.exact`), lists as multisets or in order, ordering chains, named tuples, and
+:mod:`~ares_cli.grading.exact_numbers`), lists as multisets or in order, ordering chains, named tuples, and
 inequalities against intervals; what an item states besides a value (a chain of equalities, a bound, a set
 named in words: :mod:`~ares_cli.grading.answer_statements`) is read first.
 """
@@ -122,7 +122,7 @@ def _statement(gold: str, answer: str) -> str | None:
 @lru_cache(maxsize=8192)
 def compare_item(gold: str, answer: str) -> str:
     """One gold item against one answer item (rule 5)."""
-    from ares_cli.grading.exact import equal, parse_math
+    from ares_cli.grading.exact_numbers import equal, parse_math
 
     if same_text(gold, answer):
         return CORRECT
@@ -221,7 +221,7 @@ def _inequalities_set(text: str, items: tuple[str, ...]):
     from sympy import And, Intersection, Union
     from sympy.core.relational import Relational
 
-    from ares_cli.grading.exact import parse_math
+    from ares_cli.grading.exact_numbers import parse_math
 
     if not items or not all(has_relation(x) for x in items):
         return None
@@ -245,7 +245,7 @@ def _interval_set(text: str):
     """A union of intervals, or an interval with an infinite or closed end (not a point ``(a, b)``)."""
     from sympy import Interval, Union
 
-    from ares_cli.grading.exact import parse_math
+    from ares_cli.grading.exact_numbers import parse_math
 
     value = next(iter(parse_math(text)), None)
     if isinstance(value, Union) or (

@@ -5,7 +5,7 @@
 ``invalid``: no boxed answer, or (for ``math``) an answer the rules cannot read
 (:func:`ares_cli.grading.math_grader.math_triage_grade`). The judge runs through the generation backends
 (``hf`` on CPU, ``vllm`` on GPU, ``replay`` for scripted verdicts in tests; the model side is
-:mod:`ares_cli.stages.judging`):
+:mod:`ares_cli.stages.judge_model`):
 
 - the prompt is :data:`JUDGE_PROMPT` (version :data:`PROMPT_VERSION`), through the judge's chat template.
   The problem, the reference and the candidate (the extracted answer, or the end of the response when it
@@ -124,7 +124,7 @@ def judge_model(grader: JudgeGrader, cfg) -> str | None:
 
 def check_judge_grader(name: str, cfg) -> JudgeGrader:
     """The parsed judge grader; UsageError when its rules are unknown or it has no model to ask
-    (``cfg``: the stage's judge settings, :class:`ares_cli.stages.judging.JudgeConfig`)."""
+    (``cfg``: the stage's judge settings, :class:`ares_cli.stages.judge_model.JudgeConfig`)."""
     grader = parse_judge_grader(name)
     if grader is None:
         raise UsageError(f"{name!r} is not a judge grader")

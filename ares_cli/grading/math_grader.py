@@ -22,7 +22,7 @@ Order of the rules (``docs/evaluation.md`` has the table of what each accepts an
    (one, or several joined by ``or``/``and``/commas; a bound with no left side) equal an interval when
    they describe the same set.
 5. Items are compared (:mod:`~ares_cli.grading.comparisons`) with math-verify
-   (:mod:`~ares_cli.grading.exact`: exact numbers, implicit products kept), with ``\\log`` read as
+   (:mod:`~ares_cli.grading.exact_numbers`: exact numbers, implicit products kept), with ``\\log`` read as
    ``\\ln`` when the other side writes ``\\ln`` and a function's argument renamed (``f(y) = 2y`` is
    ``f(x) = 2x``); a chain of equalities must state the gold in every value, a bound is not a value.
 
@@ -160,7 +160,7 @@ def verdict(gold: str, answer: str, *, tolerance: float | None = None, round_to_
     if result != CORRECT and is_prose(gold) and _EMBEDDED_MATH.search(gold):
         result = best([result, _whole_text(gold, answer)])
     if result != CORRECT and (tolerance is not None or round_to_gold):
-        from ares_cli.grading.exact import within_tolerance
+        from ares_cli.grading.exact_numbers import within_tolerance
 
         if within_tolerance(gold, answer, tolerance, round_to_gold):
             return CORRECT
@@ -170,14 +170,14 @@ def verdict(gold: str, answer: str, *, tolerance: float | None = None, round_to_
 def _whole_text(gold: str, answer: str) -> str:
     """A prose gold with its answer in embedded math (``the functions are \\[ f(x) = 0 ... \\]``):
     math-verify reads the math out of the whole text, compared exactly; correct or undecided."""
-    from ares_cli.grading.exact import equal, parse_math
+    from ares_cli.grading.exact_numbers import equal, parse_math
 
     g, a = parse_math(gold, answer), parse_math(answer, gold)
     return CORRECT if g and a and not _UNTRUSTED.search(gold + answer) and equal(g, a) else UNDECIDED
 
 
 def _check_gold(gold: str, options: GradingOptions | None = None) -> None:
-    from ares_cli.grading.exact import parse_math
+    from ares_cli.grading.exact_numbers import parse_math
 
     for alternative in gold_alternatives(gold, options):
         repaired = strip_delimiters(repair_escapes(alternative))

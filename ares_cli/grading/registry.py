@@ -283,7 +283,7 @@ class GraderRegistry:
         if JUDGE_NAME.match(grader):
             raise UsageError(
                 f"grader {grader!r} asks a judge model: it grades in ares eval and ares passrate "
-                "(ares_cli.grading.judged), not in grading workers"
+                "(ares_cli.grading.judge_grading), not in grading workers"
             )
         from ares_cli.grading.options import split_ref
 

@@ -1,6 +1,6 @@
 """``ares plan``: check a stage's run and size it before it takes a GPU.
 
-- checks: the stage's own preparation (:mod:`ares_cli.training.rl.prepare`, ``prepare_sft``,
+- checks: the stage's own preparation (:mod:`ares_cli.stages.prepare_rl`, ``prepare_sft``,
   ``prepare_passrate``, ``prepare_eval``) through a collecting checklist, then :mod:`.data_checks`
   (tokenizer, images, gold answers against the grader, prompt lengths per source);
 - shapes: :mod:`.shapes` reads ``config.json`` and safetensors headers, never weights;

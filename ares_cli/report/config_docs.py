@@ -32,7 +32,7 @@ RL_ALGORITHMS = "ares_cli.training.rl.registry:ALGORITHMS"
 RL_REGISTRIES: tuple[tuple[str, str], ...] = (
     ("loss.policy_loss", "ares_cli.algorithms.policy_loss_core:POLICY_LOSSES"),
     ("loss.advantage", "ares_cli.algorithms.advantages:ADVANTAGES"),
-    ("loss.aggregation", "ares_cli.algorithms.aggregation:AGGREGATIONS"),
+    ("loss.aggregation", "ares_cli.algorithms.loss_aggregation:AGGREGATIONS"),
 )
 
 HEADER = """# Configuration reference

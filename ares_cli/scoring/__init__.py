@@ -3,4 +3,4 @@
 ``__all__`` lists the public modules (each declares its own ``__all__``; ``docs/api.md``).
 """
 
-__all__ = ["aggregations", "metrics"]
+__all__ = ["benchmark_scores", "metrics"]

@@ -17,13 +17,7 @@ from typing import Any
 from ares_cli.config import option, seed_option
 from ares_cli.data.jsonl import write_jsonl
 from ares_cli.errors import InputError
-from ares_cli.stages.prepare_eval import (  # noqa: F401  (their former home)
-    EVAL_BUDGET,
-    bench_name,
-    check_golds,
-    difficulty_from_passrate,
-    parse_bench,
-)
+from ares_cli.stages.prepare_eval import EVAL_BUDGET
 from ares_cli.stages.sampling import SAMPLE_KEY, SamplingConfig
 from ares_cli.store.artifacts import ArtifactStore
 from ares_cli.store.hashing import strict_json
@@ -62,7 +56,7 @@ def score_benchmark(
 ) -> dict[str, Any]:
     """Metrics for one benchmark: overall, per source and per difficulty, and the manifest's aggregate
     score (DynaMath worst case, We-Math strict) when it names one (pure)."""
-    from ares_cli.scoring import aggregations, metrics
+    from ares_cli.scoring import benchmark_scores, metrics
 
     groups = {}
     for p in problems:
@@ -74,7 +68,7 @@ def score_benchmark(
         result["by_difficulty"] = metrics.breakdown(scored, "difficulty", k)
     if aggregate:
         try:
-            result["aggregate"] = aggregations.aggregate(aggregate, problems, samples, k)
+            result["aggregate"] = benchmark_scores.aggregate(aggregate, problems, samples, k)
         except ValueError as exc:
             raise InputError(str(exc), field="aggregate") from None
     return result
@@ -134,7 +128,7 @@ def run_eval(
     """Run (or resume) an eval stage; returns (StageRun, results dict). ``progress(done, total, seconds)``
     is called after each chunk of problems (default: a log line). Every check runs first
     (:func:`~ares_cli.stages.prepare_eval.prepare_eval`), before the artifact opens."""
-    from ares_cli.stages.judging import load_verdicts, save_verdicts
+    from ares_cli.stages.judge_model import load_verdicts, save_verdicts
     from ares_cli.stages.prepare_eval import prepare_eval
 
     prepared = prepare_eval(store, model=model, cfg=cfg, data=data, from_samples=from_samples, regrade=regrade,
@@ -188,8 +182,9 @@ def run_eval(
 
 def _sample_and_vote(problems, rows, cfg: EvalConfig, model_path, progress, judge=None) -> dict[str, float]:
     """Generate and grade missing samples, then add each sample's vote class (verified equivalence)."""
-    from ares_cli.grading.judged import open_grading
-    from ares_cli.stages.sampling import most_images, open_backend, sample_and_grade
+    from ares_cli.data.records import most_images
+    from ares_cli.grading.judge_grading import open_grading
+    from ares_cli.stages.sampling import open_backend, sample_and_grade
 
     grading = open_grading(cfg.grader, workers=cfg.grade_workers, timeout_s=cfg.grade_timeout_s, judge=judge,
                            trust_code=cfg.trust_grader_code)  # fmt: skip

@@ -15,8 +15,8 @@ from typing import Any
 from ares_cli.config import option, to_dict
 from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.errors import InputError, UsageError
-from ares_cli.stages.budget import with_budget
-from ares_cli.stages.judging import JudgeConfig
+from ares_cli.models.budget import with_budget
+from ares_cli.stages.judge_model import JudgeConfig
 from ares_cli.stages.sampling import PASSRATE_BUDGET, SAMPLE_KEY, SamplingConfig
 from ares_cli.store.artifacts import ArtifactStore, InputRef
 
@@ -125,7 +125,7 @@ class PreparedPassrate:
     problems: list[dict[str, Any]] | None = None  # sorted, this shard's, fitting the context
     skipped: list[str] | None = None  # ids whose prompt does not fit (skip_long_prompts)
     model_path: str | None = None
-    budget: Any = None  # stages.budget.Budget
+    budget: Any = None  # models.budget.Budget
     judge: Any = None
     inputs: list[InputRef] | None = None
 
@@ -142,7 +142,7 @@ def prepare_passrate(
     from ares_cli.models import check_image_support
     from ares_cli.stages.checklist import Checklist
     from ares_cli.stages.inputs import dataset_ref, resolve_model
-    from ares_cli.stages.judging import prepare_judge
+    from ares_cli.stages.judge_model import prepare_judge
     from ares_cli.stages.sampling import fit_context
 
     checks = checks or Checklist()
@@ -179,9 +179,9 @@ def prepare_passrate(
         checks.run("images vs model",
                    lambda: check_image_support(out.loaded.records, out.loaded.locations, out.model_path))  # fmt: skip
     if out.loaded is not None:  # a bad gold must never become a 'hard' problem
-        from ares_cli.stages.prepare_eval import check_golds
+        from ares_cli.stages.prepare_eval import check_choice_golds
 
-        checks.run("choice golds", lambda: check_golds(out.loaded.records, cfg.grader, data, cfg.trust_grader_code,
+        checks.run("choice golds", lambda: check_choice_golds(out.loaded.records, cfg.grader, data, cfg.trust_grader_code,
                                                        out.loaded.locations))  # fmt: skip
     judged = checks.run("judge", lambda: prepare_judge(store, [cfg.grader], cfg.judge))
     if judged is not None:
@@ -222,8 +222,8 @@ def run_passrate(
     """Run (or resume, or find up to date) a passrate stage; returns (StageRun, stats).
 
     ``progress(done, total, seconds)`` is called after each chunk of problems (default: a log line)."""
-    from ares_cli.grading.judged import grader_label
-    from ares_cli.stages.judging import load_verdicts, save_verdicts
+    from ares_cli.grading.judge_grading import grader_label
+    from ares_cli.stages.judge_model import load_verdicts, save_verdicts
 
     prepared = prepare_passrate(store, model=model, data=data, cfg=cfg)
     cfg, budget, judge, model_path = prepared.cfg, prepared.budget, prepared.judge, prepared.model_path
@@ -271,8 +271,9 @@ def _progress_lines(log: Callable[[str], None]) -> Callable[[int, int, float], N
 
 
 def _sample(problems, rows, cfg: SamplingConfig, model_path, progress, judge=None) -> dict[str, float]:
-    from ares_cli.grading.judged import open_grading
-    from ares_cli.stages.sampling import most_images, open_backend, sample_and_grade
+    from ares_cli.data.records import most_images
+    from ares_cli.grading.judge_grading import open_grading
+    from ares_cli.stages.sampling import open_backend, sample_and_grade
 
     if all((p["id"], i) in rows for p in problems for i in range(cfg.k)):
         return {"generate_s": 0.0, "grade_s": 0.0, "generated_rows": 0}

@@ -31,14 +31,14 @@ class PreparedEval:
     kept: dict[str, list[dict]] | None = None  # bench name -> problems fitting the context, sorted
     skipped: dict[str, list[str]] | None = None
     model_path: str | None = None
-    budget: Any = None  # stages.budget.Budget
+    budget: Any = None  # models.budget.Budget
     judge: Any = None
     difficulty: dict[str, Any] | None = None
     inputs: list | None = None
 
     def key_config(self) -> dict[str, Any]:
         """The config as it keys the artifact: the resolved config plus each benchmark's K and grader."""
-        from ares_cli.grading.judged import grader_label
+        from ares_cli.grading.judge_grading import grader_label
 
         return to_dict(self.cfg) | {
             "benches": [f"{p['name']}:{p['k']}" for p in self.benches],
@@ -59,10 +59,10 @@ def prepare_eval(
     from ares_cli.data.loader import load_problems
     from ares_cli.grading.declared import grader_for
     from ares_cli.models import check_image_support
-    from ares_cli.stages.budget import with_budget
+    from ares_cli.models.budget import with_budget
     from ares_cli.stages.checklist import Checklist
     from ares_cli.stages.inputs import dataset_ref, resolve_model
-    from ares_cli.stages.judging import prepare_judge
+    from ares_cli.stages.judge_model import prepare_judge
     from ares_cli.stages.sampling import fit_context
 
     checks = checks or Checklist()
@@ -105,7 +105,7 @@ def prepare_eval(
         if loaded is None:
             continue
         checks.run(f"choice golds {plan['name']}",
-                   lambda p=plan, d=loaded: check_golds(d.records, p["grader"], p["source"], cfg.trust_grader_code,
+                   lambda p=plan, d=loaded: check_choice_golds(d.records, p["grader"], p["source"], cfg.trust_grader_code,
                                                       d.locations))  # fmt: skip
         if cfg.backend != "replay" and out.model_path is not None:
             checks.run(f"images vs model {plan['name']}",
@@ -252,7 +252,7 @@ def _safe_name(name: str) -> bool:
     return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
 
 
-def check_golds(
+def check_choice_golds(
     problems: list[dict], grader: str, source: str, trust_code: bool = False, locations=None
 ) -> None:
     """A choice grader needs every gold to name an option: report each one that does not (exit 3), by its

@@ -29,7 +29,7 @@ class PreparedSFT:
     lengths: list[int] | None = None  # tokens per encoded example
     response_tokens: list[int] | None = None  # labelled tokens per example
     counts: dict[str, int] | None = None  # rows, truncated, dropped_no_response
-    seq_len_source: str | None = None  # where max_seq_len came from (stages.budget.resolve_seq_len)
+    seq_len_source: str | None = None  # where max_seq_len came from (models.budget.resolve_seq_len)
     refs: dict[str, Any] = field(default_factory=dict)
     world_size: int = 1
 
@@ -78,10 +78,10 @@ def prepare_sft(
     from dataclasses import replace
 
     from ares_cli.config import resolve
-    from ares_cli.stages.budget import model_context, resolve_seq_len
+    from ares_cli.models.budget import model_context, resolve_seq_len
     from ares_cli.stages.inputs import resolve_model
     from ares_cli.training.sft import SFTConfig
-    from ares_cli.training.sft_run import accumulation_steps
+    from ares_cli.training.sft_setup import accumulation_steps
 
     checks = checks or Checklist()
     out = PreparedSFT(world_size=world_size)

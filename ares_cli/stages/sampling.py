@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ares_cli.config import option, seed_option
-from ares_cli.errors import StageFailure, UsageError
+from ares_cli.errors import UsageError
+from ares_cli.grading.error_rate import ERROR_CHECK_MIN_SAMPLES, check_grade_errors
 from ares_cli.grading.judge import check_judge_grader, parse_judge_grader
 from ares_cli.models.pixels import (
     MAX_PIXELS,
@@ -22,7 +23,7 @@ from ares_cli.models.pixels import (
     MIN_PIXELS_HELP,
     check_pixel_bounds,
 )
-from ares_cli.stages.judging import JudgeConfig
+from ares_cli.stages.judge_model import JudgeConfig
 
 SAMPLE_KEY = ("problem_id", "sample_idx")
 MAX_K = 4096  # samples per problem: pass@k studies use up to 1024; a larger K is a typo, not a plan
@@ -113,11 +114,6 @@ def open_backend(cfg: SamplingConfig, model_path: str | None, *, max_images: int
     return get_backend(name, model_path, **({"max_images": max_images, **pixels} if max_images else {}))
 
 
-def most_images(problems: list[dict[str, Any]]) -> int:
-    """The largest number of images any one problem has (0 for a text dataset)."""
-    return max((len(p.get("images") or ()) for p in problems), default=0)
-
-
 def backend_tokenizer(backend) -> Any:
     tokenizer = getattr(backend, "tokenizer", None)
     if tokenizer is None and hasattr(backend, "llm"):
@@ -143,7 +139,7 @@ def fit_context(
 
     A problem that does not fit is an InputError naming it (all of them together, exit 3) unless
     ``cfg.skip_long_prompts``, when it is skipped and reported; a budget that leaves no room for any prompt
-    is a UsageError naming where the budget came from (``budget``, a :class:`~ares_cli.stages.budget.Budget`).
+    is a UsageError naming where the budget came from (``budget``, a :class:`~ares_cli.models.budget.Budget`).
     Without a model (replay) every problem is kept.
     """
     from ares_cli.errors import InputError, InputErrors, UsageError
@@ -160,7 +156,7 @@ def fit_context(
         return problems, []
     room = window - cfg.max_new_tokens
     if room < 1:
-        from ares_cli.stages.budget import SOURCE_TEXT
+        from ares_cli.models.budget import SOURCE_TEXT
 
         origin = f"{SOURCE_TEXT[budget.source]}; " if budget is not None else ""
         raise UsageError(
@@ -283,19 +279,3 @@ def sample_and_grade(
     every = [rows.rows[(p["id"], i)]["grade"] for p in problems for i in range(cfg.k) if (p["id"], i) in rows]
     check_grade_errors(every, cfg.max_grade_error_rate, pool.grader, first_error)
     return totals
-
-
-ERROR_CHECK_MIN_SAMPLES = 64
-
-
-def check_grade_errors(
-    grades: list[str], max_rate: float, grader: str, first_error: list[str | None]
-) -> None:
-    """StageFailure when the fraction of ``error`` grades exceeds ``max_rate``, naming the grader."""
-    errors = grades.count("error")
-    if grades and errors / len(grades) > max_rate:
-        detail = f"; first error: {first_error[0]}" if first_error and first_error[0] else ""
-        raise StageFailure(
-            f"grader {grader} failed on {errors} of {len(grades)} samples ({errors / len(grades):.0%}, over "
-            f"max_grade_error_rate {max_rate:g}){detail}"
-        )

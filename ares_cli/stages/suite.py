@@ -262,14 +262,14 @@ def prepare_suite(suite: Suite, cfg) -> None:
     from ares_cli.data.loader import load_problems
     from ares_cli.errors import AresError
     from ares_cli.grading.declared import grader_for
-    from ares_cli.stages.prepare_eval import check_golds
+    from ares_cli.stages.prepare_eval import check_choice_golds
 
     errors: list[InputError] = []
     for i, b in enumerate(suite.benches):
         try:
             loaded = load_problems(b.bench, limit=cfg.limit, skip_invalid_rows=cfg.skip_invalid_rows)
             grader = grader_for(cfg.grader, loaded.manifest)
-            check_golds(loaded.records, grader, b.bench, cfg.trust_grader_code, loaded.locations)
+            check_choice_golds(loaded.records, grader, b.bench, cfg.trust_grader_code, loaded.locations)
         except InputErrors as exc:
             errors += [InputError(f"benches[{i}] ({b.bench}): {e}", file=suite.path) for e in exc.errors]
         except AresError as exc:

@@ -3,4 +3,4 @@
 ``__all__`` lists the public modules (each declares its own ``__all__``; ``docs/api.md``).
 """
 
-__all__ = ["artifacts", "hashing", "integrity", "provenance", "rowlog"]
+__all__ = ["artifacts", "hashing", "integrity", "provenance", "rowlog", "stage_run"]

@@ -1,6 +1,6 @@
 """Cold-start supervised fine-tuning (ARES appendix A): config, loss and the training loop.
 
-Read :func:`train_sft` top to bottom: set up (:mod:`.sft_run`: load, plan steps, resume, optimizer) → for
+Read :func:`train_sft` top to bottom: set up (:mod:`.sft_setup`: load, plan steps, resume, optimizer) → for
 each optimiser step (this rank's micro-batches, the global token counts, set lr, forward + backward of
 every micro-batch, reduce, clip, step, log, checkpoint) → save the final model.
 
@@ -26,7 +26,6 @@ from ares_cli.models.pixels import (
     MIN_PIXELS_HELP,
     check_pixel_bounds,
 )
-from ares_cli.training.sft_run import accumulation_steps, param_groups  # noqa: F401 (their old home)
 
 CODE_VERSION = "sft-1"
 
@@ -166,7 +165,7 @@ def train_sft(
     is advanced per step.
     """
     from ares_cli.training import distributed
-    from ares_cli.training.sft_run import save_checkpoint, set_up
+    from ares_cli.training.sft_setup import save_checkpoint, set_up
     from ares_cli.training.tracking import MetricLog
 
     run, loop = set_up(config, model_path=model_path, data_path=data_path, out_dir=out_dir, log=log,

@@ -15,7 +15,7 @@ The trainer calls, per step and in this order (it never asks which algorithm it 
 
 GRPO, DAPO, Dr.GRPO, CISPO, Clip-Cov, KL-Cov, GSPO, GSPO-token, global entropy and 80/20 top-entropy use
 this base class: they differ only in configuration (their presets in :mod:`.registry`). AEPO and PAEC override hooks
-(:mod:`.algos_adaptive`), AER in :mod:`.algos_aer`; the names live in :mod:`.registry`, which sits above
+(:mod:`.algos_aepo_paec`), AER in :mod:`.algos_aer`; the names live in :mod:`.registry`, which sits above
 all of them (imports run registry -> members -> this module). ``reduce`` is a sum across ranks and
 ``gather`` a concatenation of 1-D tensors across ranks (identities in one process); every statistic that
 drives a decision goes through one of them, so 1 and N processes make the same decisions.

@@ -131,11 +131,11 @@ def forward_stats(
     ``stats_path="fused"`` hands the final hidden states and the lm_head weight to ``fused_token_stats``
     inside the model's own lm_head call (:func:`ares_cli.models.heads.head_computes`): no [tokens x V] logits exist,
     in forward or backward. ``"logits"`` lets the model build the response logits and reduces those.
-    ``packed`` concatenates the rows into one (:func:`~.micro.packed_layout`); ``model_inputs`` (images of
+    ``packed`` concatenates the rows into one (:func:`~.micro_layout.packed_layout`); ``model_inputs`` (images of
     a VL model, ...) are passed to the model call as they are."""
     from ares_cli.algorithms.token_stats import TokenStats, fused_token_stats, token_stats
     from ares_cli.models.vision import forward_inputs
-    from ares_cli.training.rl.micro import packed_layout, padded_layout
+    from ares_cli.training.rl.micro_layout import packed_layout, padded_layout
 
     if packed and any(v is not None for v in (mb.vision or ())):
         from ares_cli.errors import UsageError
@@ -175,9 +175,9 @@ def micro_slices(n: int, size: int) -> list[slice]:
 
 def micro_plan(mb: RolloutBatch, *, rows: int, max_tokens: int | str | None = None, packed: bool = False,
                world_size: int = 1, equal_counts: bool = False) -> list[list[int]]:  # fmt: skip
-    """Row indices of each micro-batch of ``mb`` (:func:`~.micro.plan_micro_batches`, ``auto`` for the device
+    """Row indices of each micro-batch of ``mb`` (:func:`~ares_cli.training.micro_batches.plan_micro_batches`, ``auto`` for the device
     ``mb`` is on); with ``equal_counts`` every rank gets the same number of micro-batches (DeepSpeed ZeRO)."""
-    from ares_cli.training.rl.micro import equalise, plan_micro_batches
+    from ares_cli.training.micro_batches import equalise, plan_micro_batches
 
     groups = plan_micro_batches(mb.prompt_mask.sum(-1).tolist(), mb.response_mask.sum(-1).long().tolist(),
                                 rows=rows, max_tokens=max_tokens, packed=packed,

@@ -18,8 +18,8 @@ from typing import Any, Literal
 from ares_cli.algorithms.advantages import ADVANTAGES, STD_KINDS
 from ares_cli.algorithms.aepo import AEPOConfig
 from ares_cli.algorithms.aer import AERConfig
-from ares_cli.algorithms.aggregation import AGGREGATIONS
 from ares_cli.algorithms.kl import KL_ESTIMATORS
+from ares_cli.algorithms.loss_aggregation import AGGREGATIONS
 from ares_cli.algorithms.paec import PAECConfig
 from ares_cli.algorithms.policy_loss_core import POLICY_LOSSES, PolicyLossConfig
 from ares_cli.config import (
@@ -80,6 +80,17 @@ class RolloutConfig:
     vllm_gpu_memory_utilization: float = option(
         0.5, "GPU memory fraction vLLM may take beside the trainer.", gt=0.0, le=1.0
     )
+    tensor_parallel_size: int = option(
+        1, "vllm: ranks sharing one engine (tensor parallel; TRL, EasyR1: 1); must divide the ranks.", ge=1
+    )
+    sleep_mode: Literal["auto", "on", "off"] = option(
+        "auto", "vllm: sleep the engine during the update, wake it (weights, then KV cache) around the sync; "
+        "auto = on with a GPU (TRL, verl, EasyR1, OpenRLHF sleep).",
+    )  # fmt: skip
+    per_sample_seeds: bool = option(
+        False, "vllm: one n=1 request per sample with its own seed (reproducible per sample, slower); "
+        "off = one n=G request per prompt (docs/performance.md).",
+    )  # fmt: skip
     system_prompt: str | None = option(None, "Optional system message of every prompt.")
     prompt_template: str | None = option(
         None, "User-message format string with {problem}; None = the problem."
@@ -163,6 +174,11 @@ class KLConfig:
     """KL to the frozen initial policy, as a loss term (ARES eq. 2)."""
 
     coef: float = option(0.001, "KL loss coefficient (verl default 1e-3; 0 = no reference model).", ge=0.0)
+    reference: Literal["auto", "device", "cpu", "zero3"] = option(
+        "auto", "Where the reference model lives: device (whole, every rank), cpu (moved to the device for "
+        "its pass only), zero3 (sharded, its own DeepSpeed engine); auto = zero3 under a ZeRO-3 policy, else "
+        "device.",
+    )  # fmt: skip
     estimator: str = option("k3", "KL estimator (k3 = low-variance, Schulman 2020).", choices=KL_ESTIMATORS)
     clamp: float | None = option(
         10.0, "Clamp of the per-token k3 estimate (verl 10; k1, k2 unclamped; null = none, TRL).", gt=0.0
@@ -281,8 +297,8 @@ RL_BUDGET = 16384  # ARES's response budget, when neither the user nor the model
 def resolve_rollout_budget(cfg: RLConfig, model_path, window: int | None):
     """Set ``cfg.rollout.max_new_tokens`` (the user's, else the model's generation_config.json, else
     :data:`RL_BUDGET`), check it and any validation budget against the model's ``window``-token context
-    (exit 2) and the cross-field rules; returns the :class:`~ares_cli.stages.budget.Budget`."""
-    from ares_cli.stages.budget import Budget, check_fits, resolve_budget
+    (exit 2) and the cross-field rules; returns the :class:`~ares_cli.models.budget.Budget`."""
+    from ares_cli.models.budget import Budget, check_fits, resolve_budget
 
     budget = resolve_budget(cfg.rollout.max_new_tokens, model_path, RL_BUDGET)
     check_fits(budget, window, flag="--set rollout.max_new_tokens=N")
@@ -347,6 +363,12 @@ def validate(cfg: RLConfig) -> None:
         raise UsageError("micro_batch_size, ppo_epochs, steps and max_new_tokens must be >= 1")
     if not 0.0 <= cfg.filter.low <= cfg.filter.high <= 1.0:
         raise UsageError("need 0 <= filter.low <= filter.high <= 1")
+    if r.tensor_parallel_size > 1 and r.backend == "hf":
+        raise UsageError(
+            "rollout.tensor_parallel_size > 1 needs the vllm backend (hf samples from the policy)"
+        )
+    if cfg.kl.reference == "zero3" and not o.deepspeed:
+        raise UsageError("kl.reference=zero3 needs a DeepSpeed ZeRO-3 config (optim.deepspeed)")
     if r.branching.enabled and o.deepspeed:
         raise UsageError("rollout.branching needs the torch optimiser path (unset optim.deepspeed): branched "
                          "groups vary in size, DeepSpeed's gradient accumulation count is fixed")  # fmt: skip

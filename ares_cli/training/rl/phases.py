@@ -1,5 +1,5 @@
 """The phases of one RL step, in the order :func:`~.trainer.train_rl` calls them. Each reads the run's
-fixed parts (:class:`~.run.RLRun`) and returns what the next phase needs:
+fixed parts (:class:`~.setup.RLRun`) and returns what the next phase needs:
 
 1. :func:`rollout`: draw prompts, generate G responses each, grade, reward, dynamic sampling (rollout.py,
    rewards.py); every rank gets every group;
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from ares_cli.training.rl.batch import RolloutBatch
     from ares_cli.training.rl.rollout import Group
-    from ares_cli.training.rl.run import LoopState, RLRun
+    from ares_cli.training.rl.setup import LoopState, RLRun
     from ares_cli.training.rl.step_metrics import Timer
 
 
@@ -30,20 +30,23 @@ def rollout(run: RLRun, pool, cursor: int, timer: Timer) -> tuple[list[Group], i
     round's prompts, every rank sees all groups (so all take the same dynamic-sampling decisions).
     Returns (groups, the new cursor, filter / solve-rate / branching statistics)."""
     from ares_cli.training.rl.branching import branch_metrics, solve_rate_metrics
+    from ares_cli.training.rl.engines import after_rollout, rollout_groups
     from ares_cli.training.rl.rollout import all_gather_groups, collect_groups, generate_groups
     from ares_cli.training.rl.step_metrics import TimedPool
 
     cfg, dist = run.cfg, run.dist
+    share, shares = rollout_groups(cfg, dist)  # a tensor-parallel engine's ranks share their prompts
 
     def generate(draws):
         with timer("generate"), run.gather:
-            mine = generate_groups(run.backend, run.tokenizer, draws[dist.rank::dist.world_size], cfg=cfg,
+            mine = generate_groups(run.backend, run.tokenizer, draws[share::shares], cfg=cfg,
                                    seed=cfg.seed, pool=TimedPool(pool, timer),
                                    entropy_fn=lambda groups: rollout_entropies(run, groups), world=dist.world_size,
                                    processor=run.processor)  # fmt: skip
         return all_gather_groups(mine)
 
     groups, cursor, stats = collect_groups(run.sampler, cursor, generate=generate, cfg=cfg, log=run.log)
+    after_rollout(run.backend)  # the engine sleeps through the passes and the update
     fracs = (cfg.aepo.easy_pass_frac, cfg.aepo.hard_pass_frac)
     stats |= solve_rate_metrics(groups, *fracs)
     if cfg.rollout.branching.enabled:
@@ -85,7 +88,7 @@ def rank_batch(run: RLRun, groups: list[Group]) -> RolloutBatch:
 def _pass_options(run: RLRun) -> dict:
     """How the no-grad passes compute: the rollout temperature, the algorithm's nucleus, the micro-batch
     plan of the update."""
-    from ares_cli.training.rl.micro import budget_setting
+    from ares_cli.training.micro_batches import budget_setting
 
     cfg = run.cfg
     top_p, top_k = run.algo.nucleus
@@ -112,9 +115,13 @@ def old_policy_pass(run: RLRun, batch: RolloutBatch) -> None:
 def reference_pass(run: RLRun, batch: RolloutBatch) -> None:
     """No-grad log-probs of the frozen reference, ``batch.tok["ref_logprob"]``, when there is one."""
     from ares_cli.training.rl.batch import rollout_pass
+    from ares_cli.training.rl.reference import on_device
 
-    if run.ref is not None:
-        rollout_pass(run.ref, batch, stats=("logprob",), prefix="ref_", **_pass_options(run))
+    if run.ref is None:
+        return
+    with on_device(run.ref, run.ref_placement, run.dist.device) as ref:  # sharded: same pass count per rank
+        rollout_pass(ref, batch, stats=("logprob",), prefix="ref_", equal_counts=run.ref_placement == "zero3",
+                     **_pass_options(run))  # fmt: skip
 
 
 # -- 3. the algorithm's rewards and the advantages -------------------------------------------------------
@@ -162,6 +169,7 @@ def validate(run: RLRun, pool, loop: LoopState, step: int) -> dict[str, float]:
     import torch
 
     from ares_cli.training.rl import state
+    from ares_cli.training.rl.engines import rollout_groups
     from ares_cli.training.rl.rollout import validate_accuracy
 
     cfg, dist = run.cfg, run.dist
@@ -169,11 +177,15 @@ def validate(run: RLRun, pool, loop: LoopState, step: int) -> dict[str, float]:
         return {}
     if run.progress is not None:
         run.progress.phase("validate")
+    share, shares = rollout_groups(cfg, dist)
     with run.gather:
         local = validate_accuracy(run.backend, run.tokenizer, run.val_problems, cfg=cfg, pool=pool,
-                                  rank=dist.rank, world=dist.world_size, processor=run.processor)  # fmt: skip
+                                  rank=share, world=shares, processor=run.processor)  # fmt: skip
     keys = ("correct", "tokens", "truncated", "count", "solved", "problems")
-    s = run.reduce(torch.tensor([local[k] for k in keys], dtype=torch.float64)).tolist()
+    counted = dist.world_size // shares  # each tensor-parallel group's share is counted by all its ranks
+    s = [
+        x / counted for x in run.reduce(torch.tensor([local[k] for k in keys], dtype=torch.float64)).tolist()
+    ]
     accuracy = loop.val_accuracy[step] = s[0] / max(s[3], 1)
     out = {"val/accuracy": accuracy, "val/pass_at_k": s[4] / max(s[5], 1),
            "val/response_len": s[1] / max(s[3], 1), "val/truncated_frac": s[2] / max(s[3], 1),

@@ -166,7 +166,10 @@ def all_gather_groups(groups: list[Group]) -> list[Group]:
     if not distributed.is_initialized():
         return sorted(groups, key=lambda g: g.index)
     per_rank = distributed.all_gather_json([g.to_json() for g in groups])
-    return sorted((Group(**item) for items in per_rank for item in items), key=lambda g: g.index)
+    by_index = {}  # the ranks of one tensor-parallel engine send the same groups: each is kept once
+    for item in (item for items in per_rank for item in items):
+        by_index.setdefault(item["index"], item)
+    return [Group(**by_index[i]) for i in sorted(by_index)]
 
 
 def validate_accuracy(
@@ -211,7 +214,7 @@ def collect_groups(
     which a :class:`~ares_cli.errors.StageFailure` names the counts. Returns (groups, cursor, stats).
     """
     from ares_cli.errors import StageFailure
-    from ares_cli.stages.sampling import ERROR_CHECK_MIN_SAMPLES, check_grade_errors
+    from ares_cli.grading.error_rate import ERROR_CHECK_MIN_SAMPLES, check_grade_errors
     from ares_cli.training.rl.rewards import filter_group, response_reward
 
     want, f = cfg.rollout.prompts_per_step, cfg.filter

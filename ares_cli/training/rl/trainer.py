@@ -1,6 +1,6 @@
 """The RL loop. Read :func:`train_rl` top to bottom:
 
-set up (:mod:`.run`): load the policy (+ frozen reference), resume from the latest checkpoint, build the
+set up (:mod:`.setup`): load the policy (+ frozen reference), resume from the latest checkpoint, build the
 optimizer and the rollout backend -> for each step, :mod:`.phases`' functions in order:
   1. rollout: draw prompts, generate G responses each, grade, reward, dynamic sampling  (rollout.py, rewards.py)
   2. batch: pad this rank's groups; no-grad passes of the old policy (the log-probs and statistics the
@@ -50,7 +50,7 @@ def train_rl(
     from ares_cli.grading import GradingPool
     from ares_cli.training.rl import phases
     from ares_cli.training.rl.engines import sync_backend
-    from ares_cli.training.rl.run import set_up
+    from ares_cli.training.rl.setup import set_up
     from ares_cli.training.rl.step_metrics import (
         ETA,
         Timer,

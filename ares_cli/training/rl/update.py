@@ -2,7 +2,7 @@
 split into micro-batches whose gradients accumulate.
 
 Every loss is normalised by the GLOBAL token / sequence counts of its optimiser step (all micro-batches,
-all ranks; :class:`~ares_cli.algorithms.aggregation.Aggregation`), and rank gradients are *summed*, so
+all ranks; :class:`~ares_cli.algorithms.loss_aggregation.Aggregation`), and rank gradients are *summed*, so
 the gradient does not depend on the micro-batch size or the number of ranks. Exceptions by design: the
 per-call statistics of Clip-Cov / KL-Cov (covariance means, the random selection) and of the 80/20
 top-entropy threshold are taken over each micro-batch, as in the papers' per-batch formulation.
@@ -88,8 +88,8 @@ def minibatch_backward(
     """Forward + backward of every micro-batch of one mini-batch; gradients accumulate in the model.
     Without ``old_logprob`` in ``mb`` (an on-policy step, :func:`on_policy`), each micro-batch's θ_old
     log-probs are its own forward's, detached, and its entropies fill ``mb.tok["old_entropy"]``."""
-    from ares_cli.algorithms.aggregation import Aggregation, local_counts
-    from ares_cli.training.rl.micro import budget_setting
+    from ares_cli.algorithms.loss_aggregation import Aggregation, local_counts
+    from ares_cli.training.micro_batches import budget_setting
 
     means = means if means is not None else MetricMeans()
     timer = timer if timer is not None else _NoTimer()

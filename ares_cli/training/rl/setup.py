@@ -9,12 +9,24 @@ the optimizer, the DeepSpeed engine and the rollout backend, in that order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ares_cli.training.rl.step_metrics import PHASES
+
+if TYPE_CHECKING:
+    import torch
+    from deepspeed import DeepSpeedEngine
+    from transformers import PreTrainedTokenizerBase, ProcessorMixin
+
+    from ares_cli.console import Progress
+    from ares_cli.generation.types import Backend
+    from ares_cli.training.distributed import DistInfo
+    from ares_cli.training.rl.algos import Algorithm
+    from ares_cli.training.rl.config import RLConfig
+    from ares_cli.training.rl.rollout import PromptSampler
 
 
 def _new_counters() -> dict[str, Any]:
@@ -42,24 +54,25 @@ class LoopState:
 class RLRun:
     """The fixed parts of an RL run, built once by :func:`set_up` and read by every phase of a step."""
 
-    cfg: Any  # RLConfig
-    dist: Any  # distributed.Dist: rank, world size, device
+    cfg: RLConfig
+    dist: DistInfo  # rank, world size, device
     out_dir: Path
     log: Callable[[str], None]  # silent on ranks other than the main one
-    progress: Any  # console.Progress, or None (and on ranks other than the main one)
-    reduce: Callable  # sum of a tensor over ranks
-    tokenizer: Any
-    processor: Any  # images -> pixels for a VL model; None for a text model
+    progress: Progress | None  # None on ranks other than the main one
+    reduce: Callable[[torch.Tensor], torch.Tensor]  # sum of a tensor over ranks
+    tokenizer: PreTrainedTokenizerBase
+    processor: ProcessorMixin | None  # images -> pixels for a VL model; None for a text model
     pad_id: int
-    algo: Any  # the algorithm's hooks (algos.Algorithm)
-    model: Any  # the policy
-    ref: Any  # the frozen reference, or None when the algorithm needs none
-    optimizer: Any
-    engine: Any  # the DeepSpeed engine, or None (torch)
-    backend: Any  # rollout backend: the live policy (hf) or a weight-synced copy (vllm)
-    gather: Any  # full parameters for generation under ZeRO-3 (a no-op context otherwise)
-    sampler: Any  # rollout.PromptSampler
+    algo: Algorithm  # the algorithm's hooks
+    model: torch.nn.Module  # the policy
+    ref: torch.nn.Module | None  # the frozen reference, or None when the algorithm needs none
+    optimizer: torch.optim.Optimizer
+    engine: DeepSpeedEngine | None  # None when training with torch alone
+    backend: Backend  # rollout backend: the live policy (hf) or a weight-synced copy (vllm)
+    gather: AbstractContextManager  # full parameters for generation under ZeRO-3 (a no-op context otherwise)
+    sampler: PromptSampler
     val_problems: list[dict] | None
+    ref_placement: str = "device"  # kl.reference resolved: device, cpu or zero3 (reference.py)
 
     @property
     def ckpt_root(self) -> Path:
@@ -87,21 +100,23 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     import torch
 
     from ares_cli.models import load_model, load_processor, load_tokenizer
-    from ares_cli.stages.budget import model_context
+    from ares_cli.models.budget import model_context
     from ares_cli.training import distributed
     from ares_cli.training.checkpoint import load_optimizer
     from ares_cli.training.rl import state
+    from ares_cli.training.rl.checks import check_branching, check_world_size
     from ares_cli.training.rl.engines import (
+        deepspeed_config_for,
         deepspeed_engine_for,
         gathered_for_generation,
         rollout_backend,
         sync_backend,
         training_dtype,
     )
-    from ares_cli.training.rl.prepare import check_branching, check_world_size
+    from ares_cli.training.rl.reference import load_reference
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.rollout import PromptSampler
-    from ares_cli.training.sft_run import param_groups
+    from ares_cli.training.sft_setup import param_groups
 
     dist = distributed.init_from_env()
     log = log if dist.is_main else (lambda _msg: None)
@@ -121,24 +136,16 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     # -- models, data, algorithm
     tokenizer = load_tokenizer(model_path)
     processor = load_processor(model_path, min_pixels=r.min_pixels, max_pixels=r.max_pixels)
-    check_branching(cfg, problems)
+    check_branching(cfg.rollout, problems)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     problems = fitting_prompts(problems, tokenizer, cfg, log, processor, window=model_context(model_path),
                                lengths=prompt_lengths)  # fmt: skip
     algo = build_algorithm(cfg, reduce, distributed.all_gather_1d)
-    model = load_model(model_path)
+    # in the training dtype from the start: bf16 weights, not an fp32 copy that DeepSpeed casts later
+    dtype = training_dtype(cfg, dist)
+    model = load_model(model_path, dtype=dtype)
     if cfg.optim.gradient_checkpointing:  # transformers 5 renamed it (the old name warns), as in sft.py
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
-    ref_dtype = training_dtype(cfg, dist)
-    ref = (
-        load_model(model_path, dtype=ref_dtype).eval().requires_grad_(False).to(dist.device)
-        if algo.needs_ref()
-        else None
-    )
-    log(
-        f"rl: {cfg.algo} | {len(problems)} problems | {cfg.steps} steps x {r.prompts_per_step} prompts x "
-        f"G={r.group_size} | {dist.world_size} rank(s) | reference model: {'yes' if ref is not None else 'no'}"
-    )
 
     # -- resume (weights before the optimizer is built from them)
     loop = LoopState()
@@ -159,7 +166,24 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     engine = deepspeed_engine_for(cfg, model, optimizer, dist)
     if resumed is not None:
         load_optimizer(engine, optimizer, opt_state)
-    backend = rollout_backend(cfg, model, tokenizer, model_path, processor, problems + (val_problems or []))
+    ref, ref_placement = (
+        load_reference(
+            cfg,
+            model_path,
+            dist,
+            dtype=dtype,
+            policy_zero_stage=distributed.zero_stage(engine),
+            policy_ds_config=deepspeed_config_for(cfg, dist),
+        )  # fmt: skip
+        if algo.needs_ref()
+        else (None, "none")
+    )
+    log(
+        f"rl: {cfg.algo} | {len(problems)} problems | {cfg.steps} steps x {r.prompts_per_step} prompts x "
+        f"G={r.group_size} | {dist.world_size} rank(s) | reference model: {ref_placement}"
+    )
+    backend = rollout_backend(cfg, model, tokenizer, model_path, processor, problems + (val_problems or []),
+                              device=dist.device)  # fmt: skip
     # the full-weights gather only where generation runs on the live policy (hf); vLLM syncs per parameter
     gather = (
         gathered_for_generation(model, engine) if getattr(backend, "model", None) is model else nullcontext()
@@ -169,7 +193,8 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     run = RLRun(cfg=cfg, dist=dist, out_dir=out_dir, log=log, progress=progress, reduce=reduce,
                 tokenizer=tokenizer, processor=processor, pad_id=pad_id, algo=algo, model=model, ref=ref,
                 optimizer=optimizer, engine=engine, backend=backend, gather=gather,
-                sampler=PromptSampler(problems, cfg.seed), val_problems=val_problems)  # fmt: skip
+                sampler=PromptSampler(problems, cfg.seed), val_problems=val_problems,
+                ref_placement=ref_placement)  # fmt: skip
     return run, loop
 
 
@@ -179,10 +204,10 @@ def fitting_prompts(problems, tokenizer, cfg, log, processor=None, window=None, 
     log); none fitting is an input error. ``lengths``: their token counts when already known (one per
     problem), else each prompt is encoded here."""
     from ares_cli.errors import InputError
-    from ares_cli.training.rl.prepare import prompt_token_limit
+    from ares_cli.training.rl.checks import prompt_token_limit
     from ares_cli.training.rl.rollout import encode_prompts
 
-    limit = prompt_token_limit(cfg, window)  # max_prompt_tokens, and the room the budget leaves
+    limit = prompt_token_limit(cfg.rollout, window)  # max_prompt_tokens, and the room the budget leaves
     if lengths is None or len(lengths) != len(problems):
         lengths = [len(ids) for ids in encode_prompts(tokenizer, problems, cfg.rollout, processor)]
     keep = [p for p, n in zip(problems, lengths, strict=True) if n <= limit]

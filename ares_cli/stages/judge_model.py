@@ -1,6 +1,6 @@
 """The model side of the judge graders: settings, the judge model behind a generation backend, and its
 record in the artifact (:mod:`ares_cli.grading.judge` has the names, prompt and verdicts;
-:mod:`ares_cli.grading.judged` grades with it).
+:mod:`ares_cli.grading.judge_grading` grades with it).
 
 :func:`prepare_judge` resolves the judge model like a stage's model (an input with role ``judge``, so a
 different judge is a different artifact); :class:`ModelJudge` asks it greedily, one generation per

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ares_cli.errors import InputError, UsageError
+from ares_cli.errors import InputError
 from ares_cli.stages.checklist import Checklist
+from ares_cli.training.rl.checks import check_branching, check_world_size, prompt_token_limit
 
 
 @dataclass
@@ -32,7 +33,7 @@ class PreparedRL:
     zero: dict[str, Any] | None = None  # ZeRO settings (check_deepspeed_config)
     prompt_lengths: list[int] | None = None  # per training problem, after the chat template
     prompt_limit: int | None = None  # the longest prompt the trainer keeps (prompt_token_limit)
-    budget: Any = None  # the resolved rollout budget (stages.budget.Budget)
+    budget: Any = None  # the resolved rollout budget (models.budget.Budget)
     tokenizer: Any = None
     refs: dict[str, Any] = field(default_factory=dict)  # InputRefs keying the artifact (with hash_inputs)
     world_size: int = 1
@@ -47,20 +48,6 @@ class PreparedRL:
     def inputs(self) -> list:
         """The stage's inputs in their keyed order: model, data, val_data, deepspeed."""
         return [self.refs[k] for k in ("model", "data", "val_data", "deepspeed") if self.refs.get(k)]
-
-
-def check_world_size(cfg, world_size: int) -> None:
-    """Prompts per step and the optimiser mini-batch split evenly over the ranks (UsageError otherwise)."""
-    if cfg.rollout.prompts_per_step % world_size or cfg.optim.mini_batch_size % world_size:
-        raise UsageError(
-            f"rollout.prompts_per_step {cfg.rollout.prompts_per_step} and optim.mini_batch_size "
-            f"{cfg.optim.mini_batch_size} must be multiples of {world_size} ranks"
-        )
-
-
-def check_branching(cfg, problems: list[dict]) -> None:
-    if cfg.rollout.branching.enabled and any(p.get("images") for p in problems):
-        raise UsageError("rollout.branching does not support image prompts; turn it off for this data")
 
 
 def micro_accumulation(cfg, world_size: int) -> int:
@@ -90,13 +77,6 @@ def prompt_lengths(problems: list[dict], tokenizer, model_path: str, cfg) -> lis
     return [len(ids) for ids in encode_prompts(tokenizer, problems, r, processor)]
 
 
-def prompt_token_limit(cfg, window: int | None) -> int:
-    """The longest prompt the trainer keeps: ``rollout.max_prompt_tokens``, and no more than the room the
-    response budget leaves in the model's ``window``-token context."""
-    limit = cfg.rollout.max_prompt_tokens
-    return min(limit, window - cfg.rollout.max_new_tokens) if window else limit
-
-
 def check_prompts_fit(lengths: list[int], limit: int) -> int:
     """How many prompts fit ``limit`` tokens; none is an InputError (the trainer drops the rest)."""
     kept = sum(n <= limit for n in lengths)
@@ -123,7 +103,7 @@ def prepare_rl(
 ) -> PreparedRL:
     """Run the RL stage's checks for ``world_size`` ranks; ``on_gpu`` decides ``optim.dtype=auto``.
     ``on_config(cfg)`` is called as soon as the config resolves (``ares plan`` starts its grader then)."""
-    from ares_cli.stages.budget import model_context
+    from ares_cli.models.budget import model_context
     from ares_cli.stages.inputs import resolve_model
     from ares_cli.training.rl import config as rlconfig
     from ares_cli.training.rl.shared_data import launched_together, share_from_main
@@ -162,7 +142,7 @@ def _data_steps(checks: Checklist, out: PreparedRL, data: str, val_data: str | N
     (None when its images live in this machine's image cache and other ranks run elsewhere)."""
     from ares_cli.data.loader import load_problems
     from ares_cli.models import check_image_support, load_tokenizer
-    from ares_cli.stages.budget import model_context
+    from ares_cli.models.budget import model_context
     from ares_cli.stages.inputs import dataset_ref
     from ares_cli.training.rl.shared_data import has_images, one_machine, pack
 
@@ -181,21 +161,21 @@ def _data_steps(checks: Checklist, out: PreparedRL, data: str, val_data: str | N
         checks.run("images vs model", lambda: [check_image_support(d.records, d.locations, out.model_path)
                                                for d in loaded])  # fmt: skip
     if cfg is not None:  # a choice gold that names no option: exit 3 naming its row, before any work
-        from ares_cli.stages.prepare_eval import check_golds
+        from ares_cli.stages.prepare_eval import check_choice_golds
 
         for d, source in ((out.train, data), (out.val, val_data)):
             if d is not None:
-                checks.run("choice golds", lambda d=d, s=source: check_golds(
+                checks.run("choice golds", lambda d=d, s=source: check_choice_golds(
                     d.records, cfg.grading.grader, s, cfg.grading.trust_grader_code, d.locations))  # fmt: skip
     if cfg is not None and out.train is not None:
-        checks.run("branching", lambda: check_branching(cfg, out.train.records))
+        checks.run("branching", lambda: check_branching(cfg.rollout, out.train.records))
         if out.budget is not None:
             out.tokenizer = checks.run("tokenizer", lambda: load_tokenizer(out.model_path))
         if out.tokenizer is not None:
             out.prompt_lengths = checks.run("prompt lengths", lambda: prompt_lengths(
                 out.train.records, out.tokenizer, out.model_path, cfg))  # fmt: skip
             if out.prompt_lengths is not None:
-                out.prompt_limit = prompt_token_limit(cfg, model_context(out.model_path))
+                out.prompt_limit = prompt_token_limit(cfg.rollout, model_context(out.model_path))
                 checks.run("prompts fit", lambda: check_prompts_fit(out.prompt_lengths, out.prompt_limit),
                            lambda kept: f"{kept} of {len(out.prompt_lengths)} within {out.prompt_limit} tokens")  # fmt: skip
     if hash_inputs and out.train is not None:

@@ -1,6 +1,6 @@
-"""Micro-batches of an optimiser mini-batch, and the packed layout of one micro-batch.
+"""The layout of one micro-batch: padded rows, or its sequences packed into one row.
 
-Planning (pure, shared with SFT): :mod:`ares_cli.training.micro_batches`, by a row count
+The plan of micro-batches (pure, shared with SFT) is :mod:`ares_cli.training.micro_batches`, by a row count
 (``optim.micro_batch_size``) or by a token budget (``optim.max_tokens_per_micro_batch``; the default
 ``"auto"`` is :func:`~ares_cli.training.micro_batches.token_budget`, and rows for the losses whose
 statistics are taken per micro-batch: :func:`~ares_cli.training.micro_batches.budget_setting`).
@@ -21,16 +21,6 @@ from typing import Any
 
 import torch
 from torch import Tensor
-
-from ares_cli.training.micro_batches import (  # noqa: F401 (the planner's names, also importable from here)
-    AUTO_BUDGET,
-    budget_setting,
-    equalise,
-    padded_fraction,
-    per_micro_batch_statistics,
-    plan_micro_batches,
-    token_budget,
-)
 
 
 @dataclass
