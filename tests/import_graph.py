@@ -15,7 +15,7 @@ module at the top; the folder graph is read with every module counted, the compa
 a folder whose rooms sit on both sides of another folder shows as a circle.
 
 ``python tests/import_graph.py`` prints the numbers as JSON (rooms, floors, arrows, circles, upward
-arrows); ``--markdown`` prints the block ``docs/architecture.md`` carries between its ``import-graph``
+arrows); ``--markdown`` prints (``--write`` rewrites in place) the block ``docs/architecture.md`` carries between its ``import-graph``
 markers (a test keeps them equal).
 """
 
@@ -361,7 +361,18 @@ def markdown(numbers: Mapping[str, object] | None = None) -> str:
     return "\n".join([*lines, "", END])
 
 
+def write_doc(doc: Path) -> None:
+    """Replace the block between :data:`BEGIN` and :data:`END` in ``doc`` with :func:`markdown`'s."""
+    text = doc.read_text(encoding="utf-8")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    doc.write_text(head + markdown() + tail, encoding="utf-8")
+
+
 if __name__ == "__main__":
     import sys
 
-    print(markdown() if sys.argv[1:] == ["--markdown"] else json.dumps(measure(), indent=1))
+    if sys.argv[1:] == ["--write"]:
+        write_doc(Path(__file__).resolve().parents[1] / "docs" / "architecture.md")
+    else:
+        print(markdown() if sys.argv[1:] == ["--markdown"] else json.dumps(measure(), indent=1))

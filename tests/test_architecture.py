@@ -68,7 +68,7 @@ def doc_block(text: str) -> str:
 
 def test_the_docs_generated_block_is_what_the_tool_prints():
     block = doc_block(DOC.read_text(encoding="utf-8"))
-    assert block == g.markdown(), "paste the output of `python tests/import_graph.py --markdown`"
+    assert block == g.markdown(), "run `python tests/import_graph.py --write`"
 
 
 def test_the_doc_shows_the_floors_the_test_enforces():
