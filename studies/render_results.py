@@ -236,7 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     for doc in args.doc or [DOC, PERFORMANCE_DOC]:
         text = doc.read_text(encoding="utf-8")
         if args.write:
-            doc.write_text(rewritten(text), encoding="utf-8")
+            try:
+                doc.write_text(rewritten(text), encoding="utf-8")
+            except ValueError as exc:  # a marker without a table or without data: nothing is written
+                print(f"{doc}: {exc}", file=sys.stderr)
+                return 1
         problems = differences(doc.read_text(encoding="utf-8"), doc_name=str(doc))
         for line in problems:
             print(line, file=sys.stderr)
