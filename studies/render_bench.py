@@ -139,26 +139,9 @@ def padding_budgets_table(report: dict) -> list[str]:
     )
 
 
-def padding_auto_table(report: dict) -> list[str]:
-    """bench_padding.py with ``--micro 64``: the ``auto`` token budget against fixed budgets and the old rule
-    (one micro-batch of all 64 rows)."""
-    return _padding_table(
-        report,
-        "ratio to one micro-batch",
-        [
-            ("rows", f"{report['sequences']} rows in one micro-batch (the old rule)"),
-            ("budget_1024", "token budget 1,024"),
-            ("budget_2048", "token budget 2,048"),
-            ("budget_4096", "token budget 4,096"),
-            ("auto (default)", "`auto` (default)"),
-        ],
-    )
-
-
 BENCH_TABLES: dict[str, dict[str, Callable[[dict], list[str]]]] = {
     "bench/memory.json": {"table": memory_table},
     "bench/token_stats.json": {"speed": token_stats_table},
     "bench/padding.json": {"table": padding_table},
     "bench/padding-128.json": {"table": padding_budgets_table},
-    "bench/padding-micro64.json": {"table": padding_auto_table},
 }
