@@ -1,4 +1,5 @@
-"""The tables of docs/results.md, rendered from the stored data in studies/results/ (and checked against it).
+"""The tables of docs/results.md and docs/performance.md, rendered from the stored data in studies/results/
+(and checked against it).
 
     .venv/bin/python studies/render_results.py --check      # exit 1 naming every cell that disagrees
     .venv/bin/python studies/render_results.py --write      # rewrite each marked table from its data
@@ -6,7 +7,8 @@
 A table backed by data follows a marker line ``<!-- results: SOURCE -->``. SOURCE is ``FILE#N`` for the Nth
 markdown table of a stored report (``demo-report.md#2``) or ``FILE#SECTION`` for a table of a study summary
 (``mechanisms.json#aepo_kl``: the per-seed numbers ``studies/summarize_mechanisms.py`` writes, rendered by
-:data:`STUDY_TABLES`). Cells are compared as text with markdown emphasis removed, so bold stays editorial.
+:data:`STUDY_TABLES`), or a stored benchmark's JSON (``bench/memory.json#table``, rendered by
+``studies/render_bench.py``). Cells are compared as text with markdown emphasis removed, so bold stays editorial.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "studies" / "results"
 DOC = ROOT / "docs" / "results.md"
-MARKER = re.compile(r"^<!-- results: (?P<file>[\w.-]+)#(?P<part>[\w-]+) -->$")
+PERFORMANCE_DOC = ROOT / "docs" / "performance.md"  # its benchmark tables: studies/render_bench.py
+MARKER = re.compile(r"^<!-- results: (?P<file>[\w.-]+(?:/[\w.-]+)*)#(?P<part>[\w-]+) -->$")
 
 
 def cells(line: str) -> list[str]:
@@ -149,9 +152,17 @@ STUDY_TABLES: dict[str, dict[str, Callable[[dict], list[str]] | PairedTable]] = 
 }
 
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling module of benchmark renderers
+from render_bench import BENCH_TABLES  # noqa: E402
+
+STUDY_TABLES.update(BENCH_TABLES)
+
+
 def render_source(source: str, results: Path = RESULTS) -> list[str]:
     """The table lines that ``source`` (``FILE#PART``) holds, from the files under ``results``."""
     name, part = source.split("#", 1)
+    if ".." in Path(name).parts:
+        raise ValueError(f"{source}: a stored file is named below studies/results/, without '..'")
     path = results / name
     if not path.is_file():
         raise ValueError(f"{source}: no stored data at {path.relative_to(ROOT)}")
@@ -218,16 +229,24 @@ def main(argv: list[str] | None = None) -> int:
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true", help="list every cell that disagrees with its data")
     mode.add_argument("--write", action="store_true", help="rewrite every marked table from its data")
-    ap.add_argument("--doc", type=Path, default=DOC, help="the markdown file (default docs/results.md)")
+    ap.add_argument("--doc", type=Path, action="append",
+                    help="a markdown file (repeatable; default docs/results.md and docs/performance.md)")  # fmt: skip
     args = ap.parse_args(argv)
-    text = args.doc.read_text(encoding="utf-8")
-    if args.write:
-        args.doc.write_text(rewritten(text), encoding="utf-8")
-    problems = differences(args.doc.read_text(encoding="utf-8"), doc_name=str(args.doc))
-    for line in problems:
-        print(line, file=sys.stderr)
-    print(f"{len(marked_tables(text))} tables checked, {len(problems)} cells disagree")
-    return 1 if problems else 0
+    status = 0
+    for doc in args.doc or [DOC, PERFORMANCE_DOC]:
+        text = doc.read_text(encoding="utf-8")
+        if args.write:
+            try:
+                doc.write_text(rewritten(text), encoding="utf-8")
+            except ValueError as exc:  # a marker without a table or without data: nothing is written
+                print(f"{doc}: {exc}", file=sys.stderr)
+                return 1
+        problems = differences(doc.read_text(encoding="utf-8"), doc_name=str(doc))
+        for line in problems:
+            print(line, file=sys.stderr)
+        print(f"{doc}: {len(marked_tables(text))} tables checked, {len(problems)} cells disagree")
+        status = 1 if problems else status
+    return status
 
 
 if __name__ == "__main__":
