@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -89,3 +90,17 @@ def test_paired_table_renders_mean_se_and_per_seed_deltas():
     summary = {"arm": {"x": {"arm": {"0": 3.0, "1": 5.0}, "grpo": {"0": 1.0, "1": 2.0}}}}
     # grpo mean 1.5, SE = sd/sqrt(2) = 0.7071/1.4142 = 0.5; arm 4 ± 1; deltas 2, 3 -> 2.5 ± 0.5
     assert table.render(summary)[2] == "| x | 1.50 ± 0.50 | 4.00 ± 1.00 | +2.50 ± 0.50 | +2.00, +3.00 |"
+
+
+def test_a_changed_seed_in_the_study_summary_is_caught(tmp_path):
+    """One seed's value of one quantity moves the arm's mean, the paired Δ and that seed's Δ: each is named."""
+    results = tmp_path / "results"
+    shutil.copytree(REPO / "studies" / "results", results)
+    path = results / "mechanisms.json"
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    summary["aepo_shaping"]["hard N_HE, steps 31–60"]["arm"]["2"] += 1.0
+    path.write_text(json.dumps(summary), encoding="utf-8")
+    problems = render.differences(DOC.read_text(encoding="utf-8"), results)
+    named = {p.split("column ")[-1].split(":")[0] for p in problems}
+    assert len(problems) == 3 and all("'hard bucket: N_HE per response'" in p for p in problems), problems
+    assert named == {"'AEPO shaping'", "'paired Δ'", "'Δ per seed'"}, named
