@@ -66,6 +66,7 @@ def test_vl_passrate_key_follows_image_bytes(tiny_vl_dir, vl_images, tmp_path):
     assert "up to date" in side_again.stderr and side_again.stdout.strip() == side.stdout.strip()
 
 
+@pytest.mark.slow  # 38-54 s; test_passrate_stage's killed run and the VL passrate tests reach its lines
 def test_killed_vl_passrate_resumes_to_identical_samples(tiny_vl_dir, vl_images, tmp_path):
     data = write_vl_dataset(tmp_path / "d", vl_images, n=8)
     args = ("passrate", "--model", str(tiny_vl_dir), "--data", str(data), *ARGS)
