@@ -9,14 +9,16 @@ TORCH_VERSION ?= 2.13.0
 ARES   := $(BIN)/ares
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-all coverage lint format demo demo-vl rehearse-paec rehearse-ares bench pipeline report clean help vllm-contract-wheels
+.PHONY: setup test test-slow test-all coverage lint format demo demo-vl rehearse-paec rehearse-ares bench pipeline report clean help vllm-contract-wheels
 
 help:
 	@echo "make demo    set up and run the whole pipeline on the embedded toy world"
 	@echo "make demo-vl the visual pipeline (tiny Qwen2.5-VL): base, passrate, curate, sft, rl (AEPO), eval"
 	@echo "make rehearse-paec  PAEC's recipe on a Qwen2.5-Math-1.5B shape twin (real tokenizer, 152k vocab)"
 	@echo "make rehearse-ares  ARES's cold start + AEPO on a Qwen2.5-VL-3B shape twin (images, 3-D rope)"
-	@echo "make test    set up and run the tests (CPU)"
+	@echo "make test    set up and run the fast tests (CPU, in parallel; the slow tier left out)"
+	@echo "make test-slow  the slow tier alone (multi-rank DeepSpeed, long end-to-end runs)"
+	@echo "make test-all   every non-GPU test (fast and slow)"
 	@echo "make lint    ruff check + ruff format --check"
 	@echo "make bench   run benchmarks/ (JSON lines into benchmarks/results/)"
 	@echo "make pipeline PIPELINE=toy   run pipelines/<name>.yaml stage by stage"
@@ -39,13 +41,19 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# Tests in parallel (pytest-xdist, one worker per core; a test file stays on one worker).
+# Tests in parallel (pytest-xdist, one worker per core; a test file stays on one worker), the slow tier
+# (`-m slow`: multi-rank DeepSpeed runs and end-to-end runs whose lines faster tests also reach) left out.
+PYTEST := $(BIN)/python -m pytest -q --timeout=600 -n auto --dist loadfile
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not gpu" --timeout=600 -n auto --dist loadfile
+	$(PYTEST) -m "not gpu and not slow"
 
-# Every non-GPU test, the slow ones included.
+# The slow tier alone (.ci/run runs it after `make test`, so CI runs every non-GPU test).
+test-slow: $(STAMP)
+	$(PYTEST) -m "slow and not gpu"
+
+# Every non-GPU test, the slow ones included, in one run.
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not gpu" --timeout=600 -n auto --dist loadfile
+	$(PYTEST) -m "not gpu"
 
 # Line coverage of ares_cli/ over the tests (subprocesses included; see [tool.coverage] in pyproject.toml).
 coverage: $(STAMP)

@@ -83,19 +83,21 @@ def test_rl_budget_comes_from_the_model_and_an_explicit_one_past_the_context_is_
 @pytest.mark.slow
 def test_passrate_on_the_toy_runs_with_no_budget_flag_and_records_the_source(tmp_path):
     root = tmp_path / "artifacts"
-    base = json.loads(run_ares("--json", "toy", "init", root=root).stdout)["path"]
+    base = json.loads(run_ares("--json", "toy", "init", process=False, root=root).stdout)["path"]
     args = ("--json", "passrate", "--model", base, "--data", "toy-train", "-k", "2", "--limit", "4")
-    out = json.loads(run_ares(*args, "--set", "grade_workers=1", root=root).stdout)
+    out = json.loads(run_ares(*args, "--set", "grade_workers=1", process=False, root=root).stdout)
     manifest = json.loads((root / "passrate" / out["artifact_id"] / "manifest.json").read_text())
     assert manifest["stats"]["generation_budget"] == {"max_new_tokens": 400, "source": "model"}
     assert manifest["config"]["max_new_tokens"] == 400
     # the same number given explicitly is the same run
     again = json.loads(
-        run_ares(*args, "--set", "grade_workers=1", "--max-new-tokens", "400", root=root).stdout
+        run_ares(
+            *args, "--set", "grade_workers=1", "--max-new-tokens", "400", process=False, root=root
+        ).stdout
     )
     assert again["up_to_date"] and again["artifact_id"] == out["artifact_id"]
     # an explicit budget that leaves no room for a prompt is still exit 2, with nothing left behind
-    refused = run_ares(*args, "--max-new-tokens", "640", root=root, check=False)
+    refused = run_ares(*args, "--max-new-tokens", "640", process=False, root=root, check=False)
     assert refused.returncode == 2 and "set explicitly" in refused.stderr
     assert not list((root / "passrate").glob("*.partial"))
 
@@ -103,9 +105,9 @@ def test_passrate_on_the_toy_runs_with_no_budget_flag_and_records_the_source(tmp
 @pytest.mark.slow
 def test_eval_on_the_visual_toy_runs_with_no_budget_flag(tmp_path):
     root = tmp_path / "artifacts"
-    base = json.loads(run_ares("--json", "toy", "init", "--vision", root=root).stdout)["path"]
+    base = json.loads(run_ares("--json", "toy", "init", "--vision", process=False, root=root).stdout)["path"]
     out = run_ares("--json", "eval", "--model", base, "--data", "toy-vl-test", "-k", "4", "--limit", "2",
-                   "--set", "grade_workers=1", root=root)  # fmt: skip
+                   "--set", "grade_workers=1", process=False, root=root)  # fmt: skip
     artifact = json.loads(out.stdout)["artifact_id"]
     stats = json.loads((root / "eval" / artifact / "manifest.json").read_text())["stats"]
     assert stats["generation_budget"] == {"max_new_tokens": 400, "source": "model"}
@@ -114,7 +116,7 @@ def test_eval_on_the_visual_toy_runs_with_no_budget_flag(tmp_path):
 def test_a_model_without_a_budget_falls_back_to_the_paper_default_and_says_so(tmp_path):
     model = _model_with(tmp_path, {"bos_token_id": 1, "eos_token_id": 2})
     refused = run_ares("passrate", "--model", str(model), "--data", "toy-train", "--limit", "1",
-                       root=tmp_path / "artifacts", check=False)  # fmt: skip
+                       process=False, root=tmp_path / "artifacts", check=False)  # fmt: skip
     assert refused.returncode == 2
     assert "max_new_tokens 1024 leaves no room" in refused.stderr
     assert "the stage's paper default" in refused.stderr

@@ -67,7 +67,7 @@ def test_verify_exits_4_naming_the_file(tmp_path):
     run = ArtifactStore(tmp_path).open_stage("demo", code_version="1", config={}, inputs=[])
     (run.work_dir / "rows.jsonl").write_text('{"a": 1}\n')
     path = run.finalize()
-    assert run_ares("artifacts", "verify", root=tmp_path).returncode == 0
+    assert run_ares("artifacts", "verify", process=False, root=tmp_path).returncode == 0
     (path / "rows.jsonl").write_text('{"a": 2}\n')
-    broken = run_ares("artifacts", "verify", run.artifact_id, root=tmp_path, check=False)
+    broken = run_ares("artifacts", "verify", run.artifact_id, process=False, root=tmp_path, check=False)
     assert broken.returncode == 4 and "rows.jsonl" in broken.stderr

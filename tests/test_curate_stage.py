@@ -33,7 +33,7 @@ def test_curate_files_grades_tokenises_and_targets_lengths(tmp_path, tiny_model_
     args = ["--json", "curate", "--passrates", _jsonl(tmp_path / "r.jsonl", rates),
             "--responses", _jsonl(tmp_path / "c.jsonl", responses), "--data", _jsonl(tmp_path / "p.jsonl", problems),
             "--tokenizer", str(tiny_model_dir), "--grader", "boxed_int", "--per-bracket", "1"]  # fmt: skip
-    result = json.loads(run_ares(*args, root=tmp_path / "art").stdout)
+    result = json.loads(run_ares(*args, process=False, root=tmp_path / "art").stdout)
     stats = result["stats"]
     # lengths: long = 40 + len(" \boxed{d}") = 50 tokens, short = 14 (one token per character)
     # lengths: long = 40 + len(" \\boxed{d}") = 50 tokens, short = 14 (one token per character)
@@ -50,5 +50,5 @@ def test_curate_files_grades_tokenises_and_targets_lengths(tmp_path, tiny_model_
     assert chosen["1/2"]["target_len"] == pytest.approx(23.0)  # (1 - 1/2) * 32 + 1/2 * 14
     assert chosen["1/2"]["response"].startswith("y")  # 14 is nearer 23 than 50; the wrong "z" is never chosen
     assert chosen["2/2"]["n_tokens"] == 14
-    again = run_ares(*args, root=tmp_path / "art")
+    again = run_ares(*args, process=False, root=tmp_path / "art")
     assert json.loads(again.stdout)["up_to_date"] is True

@@ -108,6 +108,7 @@ def _assert_same_training(one: dict, two: dict) -> None:
     assert not list(Path(two["path"]).glob("checkpoints"))
 
 
+@pytest.mark.slow  # two DeepSpeed ranks (60-140 s); test_collectives keeps a two-rank run in `make test`
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("stage", [2, 3])
 def test_two_process_deepspeed_matches_one_process(tiny, tmp_path, stage):

@@ -77,6 +77,7 @@ def test_json_output_and_regrade(tmp_path):
         str(samples),
         "--set",
         "grade_workers=1",
+        process=False,
         root=root,
     )
     result = json.loads(out.stdout)
@@ -93,6 +94,7 @@ def test_json_output_and_regrade(tmp_path):
         "grade_workers=1",
         "--set",
         "max_grade_error_rate=0.5",  # p1's five samples are graded 'error': a gold boxed_int cannot read
+        process=False,
         root=root,
     )
     again = json.loads(regraded.stdout)
@@ -101,7 +103,7 @@ def test_json_output_and_regrade(tmp_path):
     assert again["avg@5"] == pytest.approx((0 + 1 / 5) / 2)
     assert again["error_rate"] == pytest.approx(0.5)
     refused = run_ares("eval", "--regrade", result["artifact_id"], "--grader", "boxed_int", "--set",
-                       "grade_workers=1", root=root, check=False)  # fmt: skip
+                       "grade_workers=1", process=False, root=root, check=False)  # fmt: skip
     assert refused.returncode == 1 and "failed on 5 of 10 samples (50%" in refused.stderr
 
 
@@ -157,7 +159,14 @@ def test_choice_gold_that_names_no_option_is_an_input_error(tmp_path):
     rows = [{"qid": "v1", "q": "Pick", "gold": "7", "opts": ["2", "12"], "seed": 1}]
     manifest, samples = _choice_manifest(tmp_path, rows, [[r"\boxed{A}"]])
     proc = run_ares(
-        "eval", "--data", str(manifest), "--from-samples", str(samples), root=tmp_path, check=False
+        "eval",
+        "--data",
+        str(manifest),
+        "--from-samples",
+        str(samples),
+        process=False,
+        root=tmp_path,
+        check=False,
     )
     assert proc.returncode == 3
     assert "problem v1" in proc.stderr and "neither an option letter" in proc.stderr

@@ -53,12 +53,14 @@ def test_choice_golds_self_grade_through_their_options():
 def test_data_check_cli_warns_and_exits_zero(tmp_path):
     path = tmp_path / "golds.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    out = run_ares("--json", "data", "check", str(path), root=tmp_path / "art")
+    out = run_ares("--json", "data", "check", str(path), process=False, root=tmp_path / "art")
     summary = json.loads(out.stdout)
     assert summary["valid"] and summary["rows"] == len(ROWS)
     assert summary["gold_check"]["grader"] == "math_verify" and len(summary["gold_check"]["warnings"]) == 5
     assert f"warning: {path}:1 id 'frac' field answer: control characters" in out.stderr
-    quick = run_ares("--json", "data", "check", str(path), "--no-self-grade", root=tmp_path / "art")
+    quick = run_ares(
+        "--json", "data", "check", str(path), "--no-self-grade", process=False, root=tmp_path / "art"
+    )
     assert len(json.loads(quick.stdout)["gold_check"]["warnings"]) == 3
 
 

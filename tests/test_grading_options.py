@@ -257,8 +257,8 @@ def test_eval_grades_a_benchmark_by_its_declared_answer_forms(tmp_path, monkeypa
         "--set",
         "grade_workers=1",
     ]
-    out = run_ares(*args, root=tmp_path / "art")
-    plain = run_ares(*args, "--grader", "math[answer_forms=boxed]", root=tmp_path / "art")
+    out = run_ares(*args, process=False, root=tmp_path / "art")
+    plain = run_ares(*args, "--grader", "math[answer_forms=boxed]", process=False, root=tmp_path / "art")
     directory, other = Path(json.loads(out.stdout)["path"]), Path(json.loads(plain.stdout)["path"])
     assert directory != other  # the options key the artifact
     (path,) = (directory / "samples").glob("*.jsonl")

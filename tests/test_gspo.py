@@ -138,7 +138,7 @@ def test_two_step_toy_run_through_the_cli(tiny_model_dir, tmp_path):
             "--set", "rollout.max_new_tokens=8", "--set", "optim.mini_batch_size=1", "--set", "optim.lr=1e-2",
             "--set", "grading.workers=1", "--set", "grading.grader=tests.test_rl_graders:parity_grade",
             "--set", "save_every=0", "--trust-grader-code")  # fmt: skip
-    done = run_ares(*args, root=tmp_path)
+    done = run_ares(*args, process=False, root=tmp_path)
     path = done.stdout.strip()
     manifest = json.loads(open(f"{path}/manifest.json").read())
     assert manifest["stats"]["steps"] == 2 and manifest["config"]["loss"]["policy_loss"] == "gspo"

@@ -133,9 +133,9 @@ def test_artifacts_verify_reports_each_failure_and_exits_4_at_the_end(tmp_path):
     good, bad, tampered = _artifact(store, "good"), _artifact(store, "bad"), _artifact(store, "tampered")
     (bad / "manifest.json").write_text("")
     (tampered / "weights.bin").write_bytes(b"1")
-    ls = run_ares("artifacts", "ls", root=tmp_path)
+    ls = run_ares("artifacts", "ls", process=False, root=tmp_path)
     assert good.name in ls.stdout and bad.name in ls.stdout and "corrupt manifest" in ls.stderr
-    proc = run_ares("--json", "artifacts", "verify", root=tmp_path, check=False)
+    proc = run_ares("--json", "artifacts", "verify", process=False, root=tmp_path, check=False)
     assert proc.returncode == 4, proc.stderr
     status = {r["artifact_id"]: r["status"] for r in json.loads(proc.stdout)["verified"]}
     assert status == {good.name: "ok", bad.name: "failed", tampered.name: "failed"}

@@ -191,7 +191,7 @@ def test_judge_alone_grades_every_answer(tmp_path):
 
 
 def _eval(root: Path, *args: str) -> tuple[Path, dict]:
-    out = run_ares("--json", "eval", *args, root=root)
+    out = run_ares("--json", "eval", *args, process=False, root=root)
     result = json.loads(out.stdout)
     directory = Path(result["path"])
     return directory, json.loads((directory / "manifest.json").read_text())
@@ -289,7 +289,7 @@ def _samples_of(directory: Path) -> list[dict]:
     ],
 )  # fmt: skip
 def test_judge_graders_without_what_they_need_are_usage_errors(tmp_path, args, fragment):
-    proc = run_ares(*args, root=tmp_path / "art", check=False)
+    proc = run_ares(*args, process=False, root=tmp_path / "art", check=False)
     assert proc.returncode == 2 and fragment in proc.stderr, proc.stderr[-800:]
     assert "Traceback" not in proc.stderr
 
@@ -314,7 +314,7 @@ def test_passrate_with_math_plus_judge(tmp_path):
     out = run_ares(
         "--json", "passrate", "--data", str(problems), "-k", "3", "--backend", "replay",
         "--set", f"replay_file={completions}", "--grader", "math+judge", "--set", "judge.backend=replay",
-        "--set", f"judge.replay_file={script}", "--set", "grade_workers=1", root=tmp_path / "art",
+        "--set", f"judge.replay_file={script}", "--set", "grade_workers=1", process=False, root=tmp_path / "art",
     )  # fmt: skip
     directory = Path(json.loads(out.stdout)["path"])
     (record,) = [json.loads(line) for line in (directory / "passrates.jsonl").read_text().splitlines()]

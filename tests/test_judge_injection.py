@@ -122,7 +122,7 @@ def test_injections_with_the_real_tiny_judge(tmp_path, tiny_model_dir):
     out = run_ares(
         "--json", "eval", "--data", str(problems), "--from-samples", str(samples),
         "--grader", f"math+judge:{tiny_model_dir}", "--set", "judge.max_new_tokens=4", "--set", "grade_workers=1",
-        root=tmp_path / "art",
+        process=False, root=tmp_path / "art",
     )  # fmt: skip
     directory = Path(json.loads(out.stdout)["path"])
     (path,) = (directory / "samples").glob("*.jsonl")

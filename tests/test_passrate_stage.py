@@ -73,7 +73,7 @@ def _read(path):
 
 
 def test_killed_passrate_resumes_to_the_uninterrupted_rows(tiny_model_dir, tmp_path):
-    straight = run_ares("passrate", "--model", str(tiny_model_dir), *ARGS, root=tmp_path / "a")
+    straight = run_ares("passrate", "--model", str(tiny_model_dir), *ARGS, process=False, root=tmp_path / "a")
     reference = _read(Path(straight.stdout.strip()) / "samples.jsonl")
     root = tmp_path / "b"
     env = os.environ | {"ARES_ARTIFACTS": str(root)}
@@ -104,12 +104,12 @@ def test_killed_passrate_resumes_to_the_uninterrupted_rows(tiny_model_dir, tmp_p
     partial = list(root.glob("passrate/*.partial/samples.jsonl"))[0]
     assert 8 <= len(partial.read_text().splitlines()) < 32
     assert not list(root.glob("passrate/*/manifest.json"))
-    resumed = run_ares("passrate", "--model", str(tiny_model_dir), *ARGS, root=root)
+    resumed = run_ares("passrate", "--model", str(tiny_model_dir), *ARGS, process=False, root=root)
     assert "resuming" in resumed.stderr
     final = Path(resumed.stdout.strip())
     assert _read(final / "samples.jsonl") == reference
     assert len(reference.splitlines()) == 32
-    again = run_ares("passrate", "--model", str(tiny_model_dir), *ARGS, root=root)
+    again = run_ares("passrate", "--model", str(tiny_model_dir), *ARGS, process=False, root=root)
     assert "up to date" in again.stderr and again.stdout.strip() == str(final)
 
 

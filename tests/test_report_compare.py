@@ -91,12 +91,19 @@ def test_report_compare_cli_baseline(tmp_path):
     base = _eval_dir(tmp_path / "base", {"a": "ciii", "b": "ccii", "c": "iiii"})
     model = _eval_dir(tmp_path / "model", {"a": "ccii", "b": "ccci", "c": "iiii"})
     out = run_ares("--json", "report", "compare", f"base={base}", f"rl={model}", "--baseline", "base",
-                   root=tmp_path / "art")  # fmt: skip
+                   process=False, root=tmp_path / "art")  # fmt: skip
     table = json.loads(out.stdout)
     assert table["baseline"] == "base"
     assert table["models"]["rl"]["vs_baseline"]["n"] == 3
     bad = run_ares(
-        "report", "compare", f"base={base}", "--baseline", "nope", root=tmp_path / "art", check=False
+        "report",
+        "compare",
+        f"base={base}",
+        "--baseline",
+        "nope",
+        process=False,
+        root=tmp_path / "art",
+        check=False,
     )
     assert bad.returncode == 2 and "baseline 'nope'" in bad.stderr
 

@@ -12,7 +12,7 @@ def test_rl_command_artifact_and_up_to_date(tiny_model_dir, tmp_path):
             "--steps", "1", "--set", "data_limit=8", "--set", "val.limit=2", "--set", "rollout.prompts_per_step=2",
             "--set", "rollout.group_size=2", "--set", "rollout.max_new_tokens=6", "--set", "optim.mini_batch_size=2",
             "--trust-grader-code", "--set", "grading.workers=1", "--set", "grading.grader=tests.test_rl_graders:parity_grade")  # fmt: skip
-    first = run_ares(*args, root=tmp_path)
+    first = run_ares(*args, process=False, root=tmp_path)
     path = first.stdout.strip()
     manifest = json.loads(open(f"{path}/manifest.json").read())
     stats = manifest["stats"]
@@ -20,9 +20,9 @@ def test_rl_command_artifact_and_up_to_date(tiny_model_dir, tmp_path):
     assert set(stats["time_s"]) == {"generate", "grade", "forward", "backward"}
     assert "step 1/1 | reward" in first.stderr
     assert {o["path"] for o in manifest["outputs"]} >= {"metrics.jsonl", "model/config.json"}
-    again = run_ares(*args, root=tmp_path)
+    again = run_ares(*args, process=False, root=tmp_path)
     assert "up to date" in again.stderr and again.stdout.strip() == path
-    other = run_ares(*args[:-2], "--set", "seed=1", "--resume", root=tmp_path, check=False)
+    other = run_ares(*args[:-2], "--set", "seed=1", "--resume", process=False, root=tmp_path, check=False)
     assert other.returncode == 2 and "no partial run of this configuration to resume" in other.stderr
 
 

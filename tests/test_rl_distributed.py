@@ -52,6 +52,7 @@ def _run(tmp_path, model, out, sets, world):
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # two DeepSpeed ranks: the slow tier (make test-slow, .ci/run)
 @pytest.mark.skipif(__import__("importlib").util.find_spec("deepspeed") is None, reason="needs deepspeed")
 @pytest.mark.parametrize(
     ("stage", "batching"),
@@ -80,6 +81,7 @@ def test_two_ranks_deepspeed_match_one_process(tiny_model_dir, tmp_path, stage, 
         torch.testing.assert_close(wa[name], wb[name], atol=1e-4, rtol=0)
 
 
+@pytest.mark.slow  # two DeepSpeed ranks: the slow tier (make test-slow, .ci/run)
 @pytest.mark.skipif(__import__("importlib").util.find_spec("deepspeed") is None, reason="needs deepspeed")
 def test_zero3_stop_and_resume_is_exact(tiny_model_dir, tmp_path):
     """A ZeRO-3 checkpoint (gathered weights + each rank's flat fp32 partition and Adam state) resumes exactly."""

@@ -84,10 +84,10 @@ def test_suite_table_columns_macro_averages_and_difficulty_views():
 
 def test_toy_suite_end_to_end_reuse_and_compare(tmp_path):
     root = tmp_path / "art"
-    base = run_ares("--json", "toy", "init", root=root).stdout
+    base = run_ares("--json", "toy", "init", process=False, root=root).stdout
     model = json.loads(base)["artifact_id"] if base.strip().startswith("{") else Path(base.strip()).name
     args = ["--json", "eval", "--suite", "toy", "--model", model, "--limit", "3"]
-    first = json.loads(run_ares(*args, root=root).stdout)
+    first = json.loads(run_ares(*args, process=False, root=root).stdout)
     assert not first["up_to_date"] and set(first["reused"]) == {"toy-test", "toy-val"}
     suite_dir_ = Path(first["path"])
     results = json.loads((suite_dir_ / "results.json").read_text())
@@ -111,16 +111,16 @@ def test_toy_suite_end_to_end_reuse_and_compare(tmp_path):
         manifest["duration_s"] >= sum(spent) - 0.01
     )  # the suite's time is its evals' time (pipeline reports)
 
-    again = run_ares(*args, root=root)
+    again = run_ares(*args, process=False, root=root)
     second = json.loads(again.stdout)
     assert second["up_to_date"] and second["artifact_id"] == first["artifact_id"]
     assert second["reused"] == {"toy-test": True, "toy-val": True} and second["evals"] == first["evals"]
     assert "2/2 benchmark evals reused" in again.stderr
 
-    other = json.loads(run_ares(*args, "--seed", "7", root=root).stdout)
+    other = json.loads(run_ares(*args, "--seed", "7", process=False, root=root).stdout)
     assert other["artifact_id"] != first["artifact_id"]
     out = run_ares("--json", "report", "compare", f"base={first['artifact_id']}", f"seed7={other['artifact_id']}",
-                   "--baseline", "base", root=root).stdout  # fmt: skip
+                   "--baseline", "base", process=False, root=root).stdout  # fmt: skip
     table = json.loads(out)
     assert list(table["rows"]) == ["base", "seed7"] and table["columns"] == names
     delta = table["deltas"]["seed7"]["toy-test"]
@@ -128,18 +128,27 @@ def test_toy_suite_end_to_end_reuse_and_compare(tmp_path):
     expected = a["toy-test"]["overall"]["avg@4"] - toy_test["toy-test"]["overall"]["avg@4"]
     assert delta["delta"] == pytest.approx(expected) and delta["n"] == 3
     mixed = run_ares("report", "compare", f"base={first['artifact_id']}", f"e={first['evals']['toy-test']}",
-                     root=root, check=False)  # fmt: skip
+                     process=False, root=root, check=False)  # fmt: skip
     assert mixed.returncode == 2 and "suite artifacts only" in mixed.stderr
 
 
 def test_suite_usage_errors(tmp_path):
-    no_model = run_ares("eval", "--suite", "toy", root=tmp_path, check=False)
+    no_model = run_ares("eval", "--suite", "toy", process=False, root=tmp_path, check=False)
     assert no_model.returncode == 2 and "--suite needs --model" in no_model.stderr
     with_bench = run_ares(
-        "eval", "--suite", "toy", "--model", "x", "--bench", "toy-test", root=tmp_path, check=False
+        "eval",
+        "--suite",
+        "toy",
+        "--model",
+        "x",
+        "--bench",
+        "toy-test",
+        process=False,
+        root=tmp_path,
+        check=False,
     )
     assert with_bench.returncode == 2 and "names its own benchmarks" in with_bench.stderr
-    unknown = run_ares("eval", "--suite", "nope", "--model", "x", root=tmp_path, check=False)
+    unknown = run_ares("eval", "--suite", "nope", "--model", "x", process=False, root=tmp_path, check=False)
     assert (
         unknown.returncode == 3
         and "known suites: ares-mm, ares-text, paec-math, rehearse-ares, rehearse-paec, toy" in unknown.stderr

@@ -182,7 +182,7 @@ def test_shipped_vl_base_loads_with_the_real_class_and_matches_its_build_info():
 def test_toy_init_vision_builds_end_to_end_with_a_tiny_budget(tmp_path):
     from ares_cli.models import load_model, load_processor
 
-    result = run_ares("--json", "toy", "init", "--vision", "--steps", "1", root=tmp_path)
+    result = run_ares("--json", "toy", "init", "--vision", "--steps", "1", process=False, root=tmp_path)
     payload = json.loads(result.stdout)
     assert payload["origin"] == "built" and "toy-init-vl" in payload["artifact_id"]
     model_dir = Path(payload["path"]) / "model"
@@ -190,7 +190,9 @@ def test_toy_init_vision_builds_end_to_end_with_a_tiny_budget(tmp_path):
     assert info["build_config"] == vl_build_config(steps=1)
     load_model(model_dir)
     assert load_processor(model_dir) is not None
-    again = json.loads(run_ares("--json", "toy", "init", "--vision", "--steps", "1", root=tmp_path).stdout)
+    again = json.loads(
+        run_ares("--json", "toy", "init", "--vision", "--steps", "1", process=False, root=tmp_path).stdout
+    )
     assert again["up_to_date"] and again["artifact_id"] == payload["artifact_id"]
 
 
@@ -240,6 +242,6 @@ def test_the_same_seed_builds_the_same_weights(tmp_path):
 
 @pytest.mark.parametrize("manifest", ["toy-vl-test", "toy-vl-test-blank"])
 def test_the_manifests_load_with_their_images(manifest, tmp_path):
-    summary = json.loads(run_ares("--json", "data", "check", manifest, root=tmp_path).stdout)
+    summary = json.loads(run_ares("--json", "data", "check", manifest, process=False, root=tmp_path).stdout)
     assert summary["image_stats"]["images"] == summary["image_stats"]["records_with_images"] == 200
     assert summary["meta_keys"] == ["difficulty", "needs_image"]

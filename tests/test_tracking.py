@@ -123,15 +123,28 @@ def test_cli_trackers_leave_a_verifiable_artifact(tiny_model_dir, tmp_path, monk
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     bad = run_ares(
-        *ARGS, "--model", str(tiny_model_dir), "--report-to", "jsonl,mlflow", root=tmp_path, check=False
+        *ARGS,
+        "--model",
+        str(tiny_model_dir),
+        "--report-to",
+        "jsonl,mlflow",
+        process=False,
+        root=tmp_path,
+        check=False,
     )
     assert bad.returncode == 2 and "unknown tracker 'mlflow'" in bad.stderr
     path = Path(
         run_ares(
-            *ARGS, "--model", str(tiny_model_dir), "--report-to", "tensorboard,wandb", root=tmp_path
+            *ARGS,
+            "--model",
+            str(tiny_model_dir),
+            "--report-to",
+            "tensorboard,wandb",
+            process=False,
+            root=tmp_path,
         ).stdout.strip()
     )
     _assert_same_curves(path)
     assert list(path.glob("wandb/offline-run-*/run-*.wandb"))
-    verify = run_ares("artifacts", "verify", root=tmp_path, check=False)
+    verify = run_ares("artifacts", "verify", process=False, root=tmp_path, check=False)
     assert verify.returncode == 0, verify.stderr

@@ -53,7 +53,9 @@ def small_twin(tmp_path_factory):
     from conftest import run_ares
 
     root = tmp_path_factory.mktemp("twin-artifacts")
-    out = json.loads(run_ares("--json", "toy", "twin", "qwen2.5-0.5b", "--layers", "2", root=root).stdout)
+    out = json.loads(
+        run_ares("--json", "toy", "twin", "qwen2.5-0.5b", "--layers", "2", process=False, root=root).stdout
+    )
     return root, out
 
 
@@ -73,8 +75,10 @@ def test_toy_twin_writes_a_loadable_verified_artifact(small_twin):
     model, tok = load_model(model_dir), load_tokenizer(model_dir)
     assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
     assert tok.eos_token_id == 151643 and tok.convert_tokens_to_ids("<|im_end|>") == 151645
-    run_ares("artifacts", "verify", out["artifact_id"], root=root)
-    again = json.loads(run_ares("--json", "toy", "twin", "qwen2.5-0.5b", "--layers", "2", root=root).stdout)
+    run_ares("artifacts", "verify", out["artifact_id"], process=False, root=root)
+    again = json.loads(
+        run_ares("--json", "toy", "twin", "qwen2.5-0.5b", "--layers", "2", process=False, root=root).stdout
+    )
     assert again["up_to_date"] and again["artifact_id"] == out["artifact_id"]
 
 

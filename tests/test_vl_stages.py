@@ -40,26 +40,37 @@ def test_vl_passrate_key_follows_image_bytes(tiny_vl_dir, vl_images, tmp_path):
     data = write_vl_dataset(tmp_path / "d", vl_images)
     other = write_vl_dataset(tmp_path / "other", vl_images[:1], n=2)  # never sees img3.png
     root = tmp_path / "art"
-    first = run_ares("passrate", "--model", str(tiny_vl_dir), "--data", str(data), *ARGS, root=root)
+    first = run_ares(
+        "passrate", "--model", str(tiny_vl_dir), "--data", str(data), *ARGS, process=False, root=root
+    )
     out = Path(first.stdout.strip())
     samples = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 18 and all(s["n_tokens"] > 0 for s in samples)
-    side = run_ares("passrate", "--model", str(tiny_vl_dir), "--data", str(other), *ARGS, root=root)
-    again = run_ares("passrate", "--model", str(tiny_vl_dir), "--data", str(data), *ARGS, root=root)
+    side = run_ares(
+        "passrate", "--model", str(tiny_vl_dir), "--data", str(other), *ARGS, process=False, root=root
+    )
+    again = run_ares(
+        "passrate", "--model", str(tiny_vl_dir), "--data", str(data), *ARGS, process=False, root=root
+    )
     assert "up to date" in again.stderr and again.stdout.strip() == str(out)
     img = Image.open(tmp_path / "d" / "img" / "img3.png").convert("RGB")
     img.putpixel((0, 0), (1, 2, 3))  # one pixel of one image
     img.save(tmp_path / "d" / "img" / "img3.png")
-    changed = run_ares("passrate", "--model", str(tiny_vl_dir), "--data", str(data), *ARGS, root=root)
+    changed = run_ares(
+        "passrate", "--model", str(tiny_vl_dir), "--data", str(data), *ARGS, process=False, root=root
+    )
     assert "up to date" not in changed.stderr and changed.stdout.strip() != str(out)
-    side_again = run_ares("passrate", "--model", str(tiny_vl_dir), "--data", str(other), *ARGS, root=root)
+    side_again = run_ares(
+        "passrate", "--model", str(tiny_vl_dir), "--data", str(other), *ARGS, process=False, root=root
+    )
     assert "up to date" in side_again.stderr and side_again.stdout.strip() == side.stdout.strip()
 
 
+@pytest.mark.slow  # 38-54 s; test_passrate_stage's killed run and the VL passrate tests reach its lines
 def test_killed_vl_passrate_resumes_to_identical_samples(tiny_vl_dir, vl_images, tmp_path):
     data = write_vl_dataset(tmp_path / "d", vl_images, n=8)
     args = ("passrate", "--model", str(tiny_vl_dir), "--data", str(data), *ARGS)
-    straight = run_ares(*args, root=tmp_path / "a")
+    straight = run_ares(*args, process=False, root=tmp_path / "a")
     reference = (Path(straight.stdout.strip()) / "samples.jsonl").read_text()
     root = tmp_path / "b"
     proc = subprocess.Popen([sys.executable, "-c", "from ares_cli.main import main; main()", *args],
@@ -76,7 +87,7 @@ def test_killed_vl_passrate_resumes_to_identical_samples(tiny_vl_dir, vl_images,
     proc.wait()
     partial = list(root.glob("passrate/*.partial/samples.jsonl"))[0]
     assert 6 <= len(partial.read_text().splitlines()) < 24
-    resumed = run_ares(*args, root=root)
+    resumed = run_ares(*args, process=False, root=root)
     assert "resuming" in resumed.stderr
     assert (Path(resumed.stdout.strip()) / "samples.jsonl").read_text() == reference
 
@@ -85,7 +96,7 @@ def test_vl_eval_and_curate(tiny_vl_dir, vl_images, tmp_path):
     data = write_vl_dataset(tmp_path / "d", vl_images)
     root = tmp_path / "art"
     result = json.loads(run_ares("--json", "eval", "--model", str(tiny_vl_dir), "--data", str(data), *ARGS,
-                                 root=root).stdout)  # fmt: skip
+                                 process=False, root=root).stdout)  # fmt: skip
     assert 0.0 <= result["avg@3"] <= 1.0
     samples = (Path(result["path"]) / "samples").glob("*.jsonl")
     assert sum(len(f.read_text().splitlines()) for f in samples) == 18
@@ -96,7 +107,15 @@ def test_text_model_with_image_records_exits_3_before_work(tiny_model_dir, vl_im
     root = tmp_path / "art"
     for stage in (["passrate"], ["eval"]):
         proc = run_ares(
-            *stage, "--model", str(tiny_model_dir), "--data", str(data), *ARGS, root=root, check=False
+            *stage,
+            "--model",
+            str(tiny_model_dir),
+            "--data",
+            str(data),
+            *ARGS,
+            process=False,
+            root=root,
+            check=False,
         )
         assert proc.returncode == 3, proc.stderr
         assert "text-only" in proc.stderr and "row 1" in proc.stderr and "'images'" in proc.stderr
@@ -114,7 +133,7 @@ def test_curated_examples_keep_their_images(tiny_vl_dir, vl_images, tmp_path):
     (tmp_path / "c.jsonl").write_text("".join(json.dumps(r) + "\n" for r in responses))
     out = json.loads(run_ares("--json", "curate", "--passrates", str(tmp_path / "r.jsonl"), "--responses",
                               str(tmp_path / "c.jsonl"), "--data", str(data), "--grader", "boxed_int",
-                              "--per-bracket", "3", root=tmp_path / "art").stdout)  # fmt: skip
+                              "--per-bracket", "3", process=False, root=tmp_path / "art").stdout)  # fmt: skip
     rows = [json.loads(x) for x in (Path(out["path"]) / "sft.jsonl").read_text().splitlines()]
     assert rows and all(Path(p).is_file() for r in rows for p in r["images"])
     assert {r["problem_id"]: len(r["images"]) for r in rows} == {
@@ -129,6 +148,6 @@ def test_image_tokens_count_against_the_context(tiny_vl_dir, tmp_path):
     Image.new("RGB", (560, 560), (9, 99, 199)).save(big)
     data = write_vl_dataset(tmp_path / "d", [big], n=1)
     proc = run_ares("passrate", "--model", str(tiny_vl_dir), "--data", str(data), "-k", "1", "--max-new-tokens",
-                    "900", "--set", "max_pixels=1000000", root=tmp_path / "art", check=False)  # fmt: skip
+                    "900", "--set", "max_pixels=1000000", process=False, root=tmp_path / "art", check=False)  # fmt: skip
     assert proc.returncode == 3, proc.stderr
     assert "v0" in proc.stderr and "context" in proc.stderr
