@@ -42,8 +42,15 @@ def test_run_script_is_valid_bash_and_runs_every_part():
     script = ROOT / "benchmarks" / "gpu" / "run.sh"
     subprocess.run(["bash", "-n", str(script)], check=True)
     text = script.read_text()
-    for part in ("tests/*_gpu.py", "bench_gpu.py head", "bench_gpu.py rl_step", "vllm_check.py --model",
-                 "torch.distributed.run --nproc_per_node 1", "plan rl", "rollout.backend=vllm"):
+    for part in (
+        "tests/*_gpu.py",
+        "bench_gpu.py head",
+        "bench_gpu.py rl_step",
+        "vllm_check.py --model",
+        "torch.distributed.run --nproc_per_node 1",
+        "plan rl",
+        "rollout.backend=vllm",
+    ):
         assert part in text
     assert list((ROOT / "tests").glob("*_gpu.py"))
 
