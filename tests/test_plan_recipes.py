@@ -107,7 +107,12 @@ def test_ares_vl_7b_on_8x80_fits_with_every_term_of_the_sleeping_layout(vl7b, tm
     terms = {t["name"]: t for t in est["terms"]}
     assert terms["reference model"]["bytes"] == 2 * p // world  # kl.reference auto = zero3 under ZeRO-3
     assert est["need_bytes"] <= est["budget_bytes"] == 78 * GIB
-    assert "the vision tower's activations" in est["unchecked"]
+    update = phases["policy update (forward + backward)"]
+    assert (
+        update["vision tower activations"] > 0
+        and phases["reference pass (no grad)"]["vision tower (no grad)"] > 0
+    )
+    assert "the vision tower's activations against measurement (an unmeasured formula)" in est["unchecked"]
     assert report["verdict"].startswith("fits on paper") and "not checked: " in report["verdict"]
     assert "ready" not in report["verdict"]
 
@@ -172,3 +177,25 @@ def test_the_papers_validation_budget_past_the_context_is_refused_as_the_stage_w
         budget["status"] == "fail" and "val.max_new_tokens" in budget["detail"] and "4096" in budget["detail"]
     )
     assert report["estimate"] is None
+
+
+def test_the_vision_tower_term_from_the_headers_and_by_hand(vl7b):
+    from dataclasses import replace
+
+    from ares_cli.planning.memory import vision_tower_bytes
+    from ares_cli.planning.shapes import read_model_shape
+
+    shape = read_model_shape(str(vl7b))
+    assert shape.vision == (1280, 3420, 28, 16, 2)  # the twin's vision_config (its blocks cut to 28 layers)
+    tower = replace(shape, vision=(1280, 3420, 32, 16, 2))  # Qwen2.5-VL-7B's 32 blocks
+    block = (
+        2 * (4 * 1280 + 2 * 2 * 1280) + 2 * 5 * 1280 + 4 * 16 + 4 * 2 * 3420
+    )  # norms, attention, SwiGLU MLP
+    assert vision_tower_bytes(tower, 1000, 2, grad=True, checkpointing=True) == 1000 * (32 * 1280 * 2 + block)
+    assert vision_tower_bytes(tower, 1000, 2, grad=True, checkpointing=False) == 1000 * 32 * block
+    nograd = 1000 * (3 * 3420 * 2 + 2 * 1280 * 2 + 8 * 1280)
+    assert vision_tower_bytes(tower, 1000, 2, grad=False, checkpointing=False) == nograd
+    assert (
+        vision_tower_bytes(replace(shape, vision=(0, 0, 0, 0, 1)), 1000, 2, grad=True, checkpointing=True)
+        == 0
+    )

@@ -11,6 +11,8 @@ awake; the engine must hold its 16-bit weights and the KV cache of at least one 
 its allowance: the trainer's budget is the GPU less that allowance, and the engine's awake share becomes one
 more phase (the rollout), as does the weight sync (the largest parameter gathered alone under ZeRO-3, plus
 the engine's woken weights) and, under ZeRO-3, the start-up (the whole policy before DeepSpeed partitions it).
+A vision-language model's tower adds its activations over the micro-batch's patches (``memory.vision_tower_bytes``)
+to the update and the no-grad passes.
 """
 
 from __future__ import annotations
@@ -78,9 +80,17 @@ def estimate_rl(cfg, shape: ModelShape, target: Target, facts: RLFacts) -> Estim
     phases = {"policy update (forward + backward)": update}
     nograd = memory.nograd_pass_bytes(shape, mb, b, path=o.stats_path, chunk=cfg.loss.chunk_size)
     phases["old-policy pass (no grad)"] = [Term("old-policy pass", nograd, "estimate", "one micro-batch")]
+    if shape.vision[2]:  # every prompt token an image token: merge^2 patches each (an upper bound)
+        patches = mb.rows * shape.vision[4] ** 2 * facts.longest_prompt
+        how = f"{patches:,} patches (upper bound: every prompt token of the {mb.rows} row(s) an image token)"
+        update.append(Term("vision tower activations", memory.vision_tower_bytes(
+            shape, patches, b, grad=True, checkpointing=o.gradient_checkpointing), "estimate", how))  # fmt: skip
+        phases["old-policy pass (no grad)"].append(Term("vision tower (no grad)", memory.vision_tower_bytes(
+            shape, patches, b, grad=False, checkpointing=False), "estimate", how))  # fmt: skip
     if facts.needs_ref:
         ref = memory.nograd_pass_bytes(shape, mb, b, path=o.stats_path, chunk=cfg.loss.chunk_size)
         phases["reference pass (no grad)"] = [Term("reference pass", ref, "estimate", "one micro-batch")]
+        phases["reference pass (no grad)"] += [t for t in phases["old-policy pass (no grad)"][1:]]
         if where == "cpu":
             phases["reference pass (no grad)"].append(Term("reference model (moved in)", b * shape.params, "exact",
                                                            "on the device for its pass only (kl.reference=cpu)"))  # fmt: skip
@@ -127,10 +137,12 @@ def estimate_rl(cfg, shape: ModelShape, target: Target, facts: RLFacts) -> Estim
         f"{k} {memory.total(v) / GIB:.2f} GiB" for k, v in phases.items() if k != peak_name))  # fmt: skip
     est.notes.append(f"micro-batch planned: {mb.rows} row(s) x {mb.seq} positions (longest prompt "
                      f"{facts.longest_prompt} + max_new_tokens {r.max_new_tokens})")  # fmt: skip
-    if shape.vision_params:
-        est.notes.append("the vision tower's own activations are not counted (its image tokens are, as prompt "
-                         "tokens of the language model)")  # fmt: skip
+    if shape.vision_params and not shape.vision[2]:
+        est.notes.append("the vision tower's own activations are not counted (no vision_config dimensions; its "
+                         "image tokens are, as prompt tokens of the language model)")  # fmt: skip
         est.unchecked.append("the vision tower's activations")
+    elif shape.vision_params:
+        est.unchecked.append("the vision tower's activations against measurement (an unmeasured formula)")
     if facts.backend == "vllm":
         est.unchecked.append("the vLLM engine's start-up and its real allowance (assumed "
                              f"{VLLM_OVERHEAD / GIB:.0f} GiB)")  # fmt: skip
