@@ -68,9 +68,13 @@ def estimate_rl(cfg, shape: ModelShape, target: Target, facts: RLFacts) -> Estim
     persistent = model_state_terms(shape, trainable=shape.params, zero=facts.zero, world=world,
                                    gpus_per_node=target.gpus_per_node, nodes=target.nodes,
                                    bf16=b == 2)  # fmt: skip
-    from ares_cli.training.rl.reference import placement
+    from ares_cli.training.placement import reference_placement
 
-    where = placement(cfg, (facts.zero or {}).get("stage", 0)) if facts.needs_ref else "none"
+    where = (
+        reference_placement(cfg.kl.reference, (facts.zero or {}).get("stage", 0))
+        if facts.needs_ref
+        else "none"
+    )
     if where in ("device", "zero3"):  # loaded in the policy's training dtype (engines.training_dtype)
         persistent.append(Term("reference model", b * shape.params // (world if where == "zero3" else 1), "exact",
                                f"frozen initial policy, {8 * b}-bit like the policy, kl.reference={where}"))  # fmt: skip
