@@ -16,13 +16,14 @@ def twin_tensors(name: str, layers: int | None = None) -> dict[str, list[int]]:
     """Every tensor ``save_pretrained`` writes for twin ``name`` (a tied head is stored once), by shape:
     the model is built on the meta device, so nothing is allocated."""
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
-    from ares_cli.toy.twins import twin_config
+    from ares_cli.toy.twins import twin_config, twin_spec
 
     config = twin_config(name, layers)
+    auto = AutoModelForImageTextToText if twin_spec(name).kind == "vl" else AutoModelForCausalLM
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
+        model = auto.from_config(config)
     tensors = {k: list(v.shape) for k, v in model.state_dict().items()}
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)
@@ -53,7 +54,7 @@ def header_only_twin(directory: Path, name: str = "qwen2.5-math-1.5b", layers: i
     from transformers import GenerationConfig
 
     from ares_cli.toy.qwen_tokenizer import build_tokenizer
-    from ares_cli.toy.twins import twin_config, twin_spec
+    from ares_cli.toy.twins import twin_config, twin_spec, vl_processor
 
     spec = twin_spec(name)
     layers = layers or spec.full_layers
@@ -61,5 +62,6 @@ def header_only_twin(directory: Path, name: str = "qwen2.5-math-1.5b", layers: i
     twin_config(name, layers).save_pretrained(str(directory))
     GenerationConfig(**spec.generation).save_pretrained(str(directory))
     write_header_only_safetensors(directory / "model.safetensors", twin_tensors(name, layers))
-    build_tokenizer(spec.tokenizer).save_pretrained(str(directory))
+    tokenizer = build_tokenizer(spec.tokenizer)
+    (vl_processor(tokenizer) if spec.kind == "vl" else tokenizer).save_pretrained(str(directory))
     return directory

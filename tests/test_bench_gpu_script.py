@@ -42,6 +42,50 @@ def test_run_script_is_valid_bash_and_runs_every_part():
     script = ROOT / "benchmarks" / "gpu" / "run.sh"
     subprocess.run(["bash", "-n", str(script)], check=True)
     text = script.read_text()
-    for part in ("tests/*_gpu.py", "bench_gpu.py head", "bench_gpu.py rl_step"):
+    for part in (
+        "tests/*_gpu.py",
+        "bench_gpu.py head",
+        "bench_gpu.py rl_step",
+        "vllm_check.py --model",
+        "torch.distributed.run --nproc_per_node 1",
+        "plan rl",
+        "rollout.backend=vllm",
+    ):
         assert part in text
     assert list((ROOT / "tests").glob("*_gpu.py"))
+
+
+def test_the_sync_checks_log_prob_gap_reads_the_tokens_the_engine_sampled(tiny_model_dir):
+    """vllm_check.gap on CPU with a fake engine: its own model's log-probs give a gap of 0; the same values
+    one position late (an off-by-one in either side) do not."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ares_cli.generation import Completion
+
+    spec = importlib.util.spec_from_file_location("vllm_check", ROOT / "benchmarks" / "gpu" / "vllm_check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+
+    class Engine:
+        shift = 0
+
+        def generate(self, requests, sampling):
+            out = []
+            for req in requests:
+                ids = list(tokenizer(req.prompt, add_special_tokens=False)["input_ids"])
+                tokens = [5, 9, 7, 11]
+                with torch.no_grad():
+                    logits = model(input_ids=torch.tensor([ids + tokens])).logits[0].float()
+                lp = torch.log_softmax(logits, -1)
+                values = [float(lp[len(ids) - 1 + i + self.shift, t]) for i, t in enumerate(tokens)]
+                out.append([Completion(text="", token_ids=tokens, finish_reason="length", logprobs=values)])
+            return out
+
+    engine = Engine()
+    exact = check.gap(model, tokenizer, engine, ["a b", "c"], None)
+    assert exact["tokens"] == 8 and exact["max_abs"] < 1e-5
+    engine.shift = 1
+    assert check.gap(model, tokenizer, engine, ["a b", "c"], None)["mean_abs"] > 1e-3

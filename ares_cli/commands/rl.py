@@ -152,9 +152,11 @@ def _recording(outcome, budget, prepared):
 
 def prepare(opts, *, model, data, algo=None, val_data=None, steps=None, deepspeed=None, config=None, sets=None,
             force=False, resume=False, report_to="jsonl", world_size=1, on_gpu=False, checks=None,
-            hash_inputs=True, on_config=None, trust_grader_code=None):  # fmt: skip
+            hash_inputs=True, on_config=None, trust_grader_code=None, local_rank=None):  # fmt: skip
     """Every check ``ares rl`` makes before it opens its artifact, for ``world_size`` ranks (the stage runs
-    it strictly; ``ares plan rl`` with a collecting checklist and no input hashing)."""
+    it strictly; ``ares plan rl`` with a collecting checklist and no input hashing). ``local_rank``, the
+    deepspeed launcher's flag, is checked by the command (``check_local_rank``); ``ares plan rl`` passes
+    the stage's options here, so it is taken and not used."""
     from ares_cli.stages.checklist import Checklist
     from ares_cli.stages.prepare_rl import prepare_rl
     from ares_cli.store.artifacts import ArtifactStore

@@ -144,9 +144,11 @@ def _recording(outcome, extra: dict):
 
 def prepare(opts, *, model, data, config=None, sets=None, epochs=None, lr=None, batch_size=None, max_steps=None,
             deepspeed=None, force=False, report_to="jsonl", world_size=1, on_gpu=False, checks=None,
-            hash_inputs=True):  # fmt: skip
+            hash_inputs=True, local_rank=None):  # fmt: skip
     """Every check ``ares sft`` makes before it opens its artifact, for ``world_size`` ranks (the stage runs
-    it strictly; ``ares plan sft`` with a collecting checklist and no input hashing)."""
+    it strictly; ``ares plan sft`` with a collecting checklist and no input hashing). ``local_rank``, the
+    deepspeed launcher's flag, is checked by the command (``check_local_rank``); ``ares plan sft`` passes
+    the stage's options here, so it is taken and not used."""
     from ares_cli.stages.checklist import Checklist
     from ares_cli.stages.prepare_sft import prepare_sft
     from ares_cli.store.artifacts import ArtifactStore

@@ -4,9 +4,15 @@ The worst micro-batch is planned for: every row with the data's longest fitting 
 ``rollout.max_new_tokens``. The step's phases do not overlap in time, so the peak is the persistent state
 (weights, gradients, AdamW, the reference model in the policy's dtype) plus the largest phase: the policy update's
 forward + backward, the old-policy and reference no-grad passes, generation with the hf backend, or the
-optimizer step. With vLLM, ``rollout.vllm_gpu_memory_utilization`` of the GPU is the engine's and not the
-trainer's; the engine must hold its 16-bit weights and the KV cache of at least one sequence of
-``max_prompt_tokens + max_new_tokens`` (its ``max_model_len``) or it refuses to start.
+optimizer step. With vLLM, ``rollout.vllm_gpu_memory_utilization`` of the GPU is the engine's while it is
+awake; the engine must hold its 16-bit weights and the KV cache of at least one sequence of
+``max_prompt_tokens + max_new_tokens`` (its ``max_model_len``) or it refuses to start. With
+``rollout.sleep_mode`` (auto = on a GPU) the engine sleeps through the passes and the update, keeping only
+its allowance: the trainer's budget is the GPU less that allowance, and the engine's awake share becomes one
+more phase (the rollout), as does the weight sync (the largest parameter gathered alone under ZeRO-3, plus
+the engine's woken weights) and, under ZeRO-3, the start-up (the whole policy before DeepSpeed partitions it).
+A vision-language model's tower adds its activations over the micro-batch's patches (``memory.vision_tower_bytes``)
+to the update and the no-grad passes.
 """
 
 from __future__ import annotations
@@ -62,41 +68,88 @@ def estimate_rl(cfg, shape: ModelShape, target: Target, facts: RLFacts) -> Estim
     persistent = model_state_terms(shape, trainable=shape.params, zero=facts.zero, world=world,
                                    gpus_per_node=target.gpus_per_node, nodes=target.nodes,
                                    bf16=b == 2)  # fmt: skip
-    if facts.needs_ref:  # loaded in the policy's training dtype (engines.training_dtype), on every rank
-        persistent.append(Term("reference model", b * shape.params, "exact",
-                               f"frozen initial policy, {8 * b}-bit like the policy, on every rank"))  # fmt: skip
+    from ares_cli.training.placement import reference_placement
+
+    where = (
+        reference_placement(cfg.kl.reference, (facts.zero or {}).get("stage", 0))
+        if facts.needs_ref
+        else "none"
+    )
+    if where in ("device", "zero3"):  # loaded in the policy's training dtype (engines.training_dtype)
+        persistent.append(Term("reference model", b * shape.params // (world if where == "zero3" else 1), "exact",
+                               f"frozen initial policy, {8 * b}-bit like the policy, kl.reference={where}"))  # fmt: skip
     mb = rl_micro_batch(cfg, facts.longest_prompt)
     update = memory.update_terms(shape, mb, b, path=o.stats_path, chunk=cfg.loss.chunk_size, loss="stats",
                                  checkpointing=o.gradient_checkpointing)  # fmt: skip
     phases = {"policy update (forward + backward)": update}
     nograd = memory.nograd_pass_bytes(shape, mb, b, path=o.stats_path, chunk=cfg.loss.chunk_size)
     phases["old-policy pass (no grad)"] = [Term("old-policy pass", nograd, "estimate", "one micro-batch")]
+    if shape.vision[2]:  # every prompt token an image token: merge^2 patches each (an upper bound)
+        patches = mb.rows * shape.vision[4] ** 2 * facts.longest_prompt
+        how = f"{patches:,} patches (upper bound: every prompt token of the {mb.rows} row(s) an image token)"
+        update.append(Term("vision tower activations", memory.vision_tower_bytes(
+            shape, patches, b, grad=True, checkpointing=o.gradient_checkpointing), "estimate", how))  # fmt: skip
+        phases["old-policy pass (no grad)"].append(Term("vision tower (no grad)", memory.vision_tower_bytes(
+            shape, patches, b, grad=False, checkpointing=False), "estimate", how))  # fmt: skip
     if facts.needs_ref:
         ref = memory.nograd_pass_bytes(shape, mb, b, path=o.stats_path, chunk=cfg.loss.chunk_size)
         phases["reference pass (no grad)"] = [Term("reference pass", ref, "estimate", "one micro-batch")]
+        phases["reference pass (no grad)"] += [t for t in phases["old-policy pass (no grad)"][1:]]
+        if where == "cpu":
+            phases["reference pass (no grad)"].append(Term("reference model (moved in)", b * shape.params, "exact",
+                                                           "on the device for its pass only (kl.reference=cpu)"))  # fmt: skip
     if facts.backend == "hf":
         rows, seq = r.batch_size, facts.longest_prompt + r.max_new_tokens
         gen = memory.kv_cache_bytes(shape, rows, seq, b) + 2 * rows * shape.vocab * 4
         phases["generation (hf)"] = [Term("generation (hf backend)", gen, "estimate",
                                           f"KV cache of {rows} rows x {seq} tokens + sampling logits")]  # fmt: skip
+    zero3 = facts.zero is not None and facts.zero.get("stage") == 3
+    sleeping = facts.backend == "vllm" and cfg.rollout.sleep_mode != "off"
+    if facts.backend == "vllm":  # the sync: one parameter whole (ZeRO-3), the engine's weights awake
+        largest = b * largest_parameter(shape) if zero3 else 0
+        sync = [Term("sync transient", largest, "exact", "the largest parameter, gathered alone (ZeRO-3)" if zero3
+                     else "none: every parameter is whole on the rank already")]  # fmt: skip
+        if sleeping:
+            sync.append(Term("vLLM weights (awake for the sync)", 2 * shape.params, "exact",
+                             "woken before the load; its KV cache only after it"))  # fmt: skip
+        phases["weight sync"] = sync
+    if sleeping:  # awake for the rollout (and at its start-up check) beside the trainer's persistent state
+        share = int(target.gpu_memory * r.vllm_gpu_memory_utilization)
+        phases["rollout (vLLM awake)"] = [Term("vLLM engine (awake)", max(0, share - VLLM_OVERHEAD), "reserved",
+                                               f"its weights + KV cache: {r.vllm_gpu_memory_utilization:g} of the GPU "
+                                               "less the allowance the budget keeps")]  # fmt: skip
+    if zero3:  # DeepSpeed receives the whole model on the device before it partitions it
+        phases["start-up (load)"] = [Term("whole policy before partitioning", b * shape.params * (world - 1) // world,
+                                          "exact", f"loaded in the training dtype ({8 * b}-bit), not fp32 "
+                                          "first; beyond this rank's own shard")]  # fmt: skip
     phases["optimizer step"] = [Term("optimizer step", memory.optimizer_step_transient(_shard(shape, facts, world)),
                                      "estimate", "AdamW's float32 temporary over this rank's moments")]  # fmt: skip
     peak_name = max(phases, key=lambda k: memory.total(phases[k]))
     terms = persistent + phases[peak_name]
-    terms.append(memory.framework_allowance(memory.total(terms)))
-    if facts.backend == "vllm":
+    terms.append(memory.framework_allowance(memory.total([t for t in terms if t.basis != "reserved"])))
+    if sleeping:  # asleep through the passes and the update: the engine keeps its allowance only
+        budget = int(target.gpu_memory - VLLM_OVERHEAD)
+        how = (f"{target.gpu_memory / GIB:.0f} GiB - the sleeping vLLM engine's allowance "
+               f"({VLLM_OVERHEAD / GIB:.0f} GiB; rollout.sleep_mode)")  # fmt: skip
+    elif facts.backend == "vllm":
         budget = int(target.gpu_memory * (1 - r.vllm_gpu_memory_utilization))
         how = f"{target.gpu_memory / GIB:.0f} GiB x (1 - rollout.vllm_gpu_memory_utilization {r.vllm_gpu_memory_utilization:g})"
     else:
         budget, how = target.gpu_memory, f"{target.gpu_memory / GIB:.0f} GiB, generation in the trainer (hf)"
-    est = Estimate(terms=terms, budget=budget, budget_how=how)
+    est = Estimate(terms=terms, budget=budget, budget_how=how, phases=phases)
     est.notes.append(f"peak phase: {peak_name}; " + ", ".join(
         f"{k} {memory.total(v) / GIB:.2f} GiB" for k, v in phases.items() if k != peak_name))  # fmt: skip
     est.notes.append(f"micro-batch planned: {mb.rows} row(s) x {mb.seq} positions (longest prompt "
                      f"{facts.longest_prompt} + max_new_tokens {r.max_new_tokens})")  # fmt: skip
-    if shape.vision_params:
-        est.notes.append("the vision tower's own activations are not counted (its image tokens are, as prompt "
-                         "tokens of the language model)")  # fmt: skip
+    if shape.vision_params and not shape.vision[2]:
+        est.notes.append("the vision tower's own activations are not counted (no vision_config dimensions; its "
+                         "image tokens are, as prompt tokens of the language model)")  # fmt: skip
+        est.unchecked.append("the vision tower's activations")
+    elif shape.vision_params:
+        est.unchecked.append("the vision tower's activations against measurement (an unmeasured formula)")
+    if facts.backend == "vllm":
+        est.unchecked.append("the vLLM engine's start-up and its real allowance (assumed "
+                             f"{VLLM_OVERHEAD / GIB:.0f} GiB)")  # fmt: skip
     check_budget(est, "the trainer")
     if facts.backend == "vllm":
         _vllm_share(est, cfg, shape, target, facts)
@@ -107,6 +160,11 @@ def estimate_rl(cfg, shape: ModelShape, target: Target, facts: RLFacts) -> Estim
     if target.throughput:
         est.seconds_per_step = est.tokens_per_step / (target.throughput * world)
     return est
+
+
+def largest_parameter(shape: ModelShape) -> int:
+    """Elements of the largest single parameter: the embedding (or head), else the widest MLP matrix."""
+    return max(shape.vocab * shape.hidden, shape.hidden * shape.intermediate)
 
 
 def _shard(shape: ModelShape, facts: RLFacts, world: int) -> int:

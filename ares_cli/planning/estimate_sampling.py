@@ -1,6 +1,7 @@
 """Per-GPU memory and tokens of ``passrate`` / ``eval`` generation (pure).
 
-vLLM (``generation/vllm_backend.py``) takes ``gpu_memory_utilization`` 0.9 of the GPU and, with no
+vLLM (``generation/vllm_backend.py``) takes ``gpu_memory_utilization`` 0.9 of the GPU (less a model
+judge's ``judge.gpu_memory_utilization`` when one runs beside it: ``sampling.gpu_shares``) and, with no
 ``max_model_len`` given, serves the model's whole context: it must hold the 16-bit weights and the KV
 cache of one sequence of that length. The hf backend holds 16-bit weights (bf16 on CUDA), the KV cache of
 ``batch_size`` rows at the longest prompt + ``max_new_tokens`` and the sampling logits.
@@ -33,13 +34,21 @@ def estimate_sampling(cfg, shape: ModelShape, target: Target, facts: SamplingFac
     longest = facts.longest_prompt + cfg.max_new_tokens
     weights = Term("weights", 2 * shape.params, "exact", "16-bit")
     if facts.backend == "vllm":
-        share = int(target.gpu_memory * VLLM_UTILIZATION)
+        from ares_cli.stages.sampling import gpu_shares
+
+        utilization, judge = gpu_shares(cfg)
+        share = int(target.gpu_memory * utilization)
         max_len = shape.context or longest
         kv = max(0, share - weights.bytes - VLLM_OVERHEAD)
         terms = [weights, Term("vLLM allowance", VLLM_OVERHEAD, "assumed", "CUDA graphs, sampler, profile run"),
                  Term("KV cache (one max_model_len sequence)", per_token * max_len, "exact",
                       f"{max_len} tokens (the model's context) x {per_token:,} bytes")]  # fmt: skip
-        est = Estimate(terms=terms, budget=share, budget_how=f"gpu_memory_utilization {VLLM_UTILIZATION:g}")
+        how = f"gpu_memory_utilization {utilization:g}" + (
+            f" ({VLLM_UTILIZATION:g} less the model judge's judge.gpu_memory_utilization {judge:g})"
+            if judge
+            else ""
+        )
+        est = Estimate(terms=terms, budget=share, budget_how=how)
         est.notes.append(f"KV cache holds {kv // per_token:,} tokens: {kv // per_token // max(1, longest)} "
                          f"sequences of {longest} tokens at once")  # fmt: skip
     else:

@@ -155,6 +155,20 @@ def nograd_pass_bytes(shape: ModelShape, mb: MicroBatch, b: int, *, path: str, c
     return layer + mask + head + work
 
 
+def vision_tower_bytes(shape: ModelShape, patches: int, b: int, *, grad: bool, checkpointing: bool) -> int:
+    """The vision tower's activations over ``patches`` patches (``shape.vision``: width vh, MLP width vi,
+    blocks, heads), per block as a decoder layer (norms, attention per image window, no mask; a SwiGLU MLP):
+    with ``grad`` every block's saved tensors (checkpointed: each block's input + one block in full), else one
+    block's largest temporaries and the residual stream."""
+    vh, vi, depth, heads, _ = shape.vision
+    if not patches or not depth:
+        return 0
+    block = 2 * (4 * vh + 2 * b * vh) + b * 5 * vh + 4 * heads + 4 * b * vi
+    if not grad:
+        return patches * (max(3 * vi * b, 5 * vh * b) + 2 * vh * b + 8 * vh)
+    return patches * (depth * vh * b + block if checkpointing else depth * block)
+
+
 def kv_cache_bytes(shape: ModelShape, sequences: int, length: int, b: int) -> int:
     """Keys and values of ``sequences`` sequences of ``length`` tokens in every layer."""
     return 2 * shape.layers * shape.kv_width * b * sequences * length

@@ -40,7 +40,9 @@ class PlanReport:
     def verdict(self) -> str:
         code = self.exit_code
         if code == EXIT_OK:
-            return "ready: every check passed and the estimate fits"
+            left = ["the launch itself (CUDA, NCCL, the launcher)", "memory as measured on the GPU"]
+            left += self.estimate.unchecked if self.estimate is not None else []
+            return "fits on paper: every check passed and the estimate fits; not checked: " + ", ".join(left)
         if code == EXIT_WONT_FIT:
             return "will not fit: " + "; ".join(self.estimate.reasons)
         return f"will not start: {sum(c.status == 'fail' for c in self.checks)} check(s) failed"

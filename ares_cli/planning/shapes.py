@@ -39,6 +39,13 @@ class ModelShape:
     vision_params: int = 0  # parameters of the vision tower (frozen in SFT by default)
     merger_params: int = 0  # of the vision-to-language merger (inside the tower)
     largest_module_params: int = 0  # DeepSpeed ZeRO-3's "largest layer": most parameters held by one module
+    vision: tuple[int, int, int, int, int] = (
+        0,
+        0,
+        0,
+        0,
+        1,
+    )  # tower (hidden, MLP width, blocks, heads, merge)
     checkpoint_dtype: str = "BF16"  # the dtype most of the checkpoint's bytes are stored in
     checkpoint_bytes: int = 0
     notes: tuple[str, ...] = field(default=())
@@ -111,12 +118,27 @@ def shape_from_files(config: dict[str, Any], tensors: dict[str, tuple[list[int],
         context=_context(text), params=sum(numel(s) for s, _ in counted.values()),
         vision_params=sum(numel(counted[n][0]) for n in vision),
         merger_params=sum(numel(counted[n][0]) for n in vision if "merger" in n.split(".")),
-        largest_module_params=max(per_module.values(), default=0),
+        largest_module_params=max(per_module.values(), default=0), vision=_vision_dims(config) if vision else (0, 0, 0, 0, 1),
         checkpoint_dtype=max(by_dtype, key=by_dtype.get) if by_dtype else "BF16",
         checkpoint_bytes=sum(by_dtype.values()),
     )  # fmt: skip
     _check_embedding(shape, counted)
     return shape
+
+
+def _vision_dims(config: dict[str, Any]) -> tuple[int, int, int, int, int]:
+    """A vision tower's (hidden, MLP width, blocks, heads, spatial merge) from ``vision_config`` (Qwen2-VL's
+    names: ``embed_dim`` / ``hidden_size``, ``depth``, ``num_heads``, ``spatial_merge_size``)."""
+    v = config.get("vision_config") or {}
+    hidden = int(v.get("hidden_size") or v.get("embed_dim") or 0)
+    mlp = int(v.get("intermediate_size") or hidden * int(v.get("mlp_ratio") or 4))
+    return (
+        hidden,
+        mlp,
+        int(v.get("depth") or 0),
+        int(v.get("num_heads") or 1),
+        int(v.get("spatial_merge_size") or 1),
+    )
 
 
 def _context(text: dict[str, Any]) -> int | None:

@@ -51,6 +51,10 @@ class Estimate:
     tokens_per_step: int | None = None
     tokens_how: str = ""
     seconds_per_step: float | None = None
+    unchecked: list[str] = field(default_factory=list)  # what the estimate left out, said in the verdict
+    phases: dict[str, list[Term]] = field(
+        default_factory=dict
+    )  # every phase's own terms (the peak's are in terms)
 
     @property
     def need(self) -> int:
@@ -77,7 +81,10 @@ class Estimate:
             "terms": [t.to_json() for t in self.terms], "reasons": self.reasons, "notes": self.notes,
             "tokens_per_step": self.tokens_per_step, "tokens_how": self.tokens_how,
             "seconds_per_step": None if self.seconds_per_step is None else round(self.seconds_per_step, 2),
+            "unchecked": self.unchecked,
         }  # fmt: skip
+        if self.phases:
+            out["phases"] = {k: [t.to_json() for t in v] for k, v in self.phases.items()}
         if self.engine_terms:
             out["engine"] = {"terms": [t.to_json() for t in self.engine_terms], "budget_bytes": self.engine_budget,
                              "need_bytes": self.engine_need}  # fmt: skip

@@ -45,6 +45,11 @@ class JudgeConfig:
     max_new_tokens: int = option(16, "Judge's greedy generation budget (its verdict is one word).", ge=1)
     replay_file: str | None = option(None, "Scripted verdicts JSONL for the replay judge (keys: judge_key).")
     batch_size: int = option(16, "Judge prompts per forward pass (hf backend).", ge=1)
+    gpu_memory_utilization: float = option(
+        0.2, "The judge's share of the one GPU budget it shares with the sampled model's vLLM engine "
+        "(0.9 of the GPU): a vllm judge is built with it, the sampled model's engine gets the rest.",
+        gt=0.0, lt=0.8,
+    )  # fmt: skip
 
 
 class ModelJudge:
@@ -142,6 +147,8 @@ def prepare_judge(store, graders: Sequence[str], cfg: JudgeConfig) -> tuple[Mode
     path, ref = resolve_model(store, model, role="judge")
     backend = resolve_backend_name(cfg.backend)
     options = {"batch_size": cfg.batch_size} if backend == "hf" else {}
+    if backend == "vllm":  # beside the sampled model's engine, under one budget (sampling.gpu_shares)
+        options = {"gpu_memory_utilization": cfg.gpu_memory_utilization}
     model_id = f"{Path(str(model)).name or model}@{ref.sha256[:12]}"
     return ModelJudge(lambda: get_backend(backend, path, **options), model_id, cfg), [ref]
 

@@ -59,11 +59,13 @@ def micro_accumulation(cfg, world_size: int) -> int:
 def deepspeed_settings(cfg, world_size: int, *, on_gpu: bool) -> tuple[dict, dict]:
     """The DeepSpeed config the trainer would build for ``world_size`` ranks, and its ZeRO settings."""
     from ares_cli.training import distributed
+    from ares_cli.training.offload import with_client_optimizer
 
     bf16 = cfg.optim.dtype == "bf16" or (cfg.optim.dtype == "auto" and on_gpu)
     ds = distributed.deepspeed_config(cfg.optim.deepspeed, micro_batch=cfg.optim.micro_batch_size,
                                       grad_accum=micro_accumulation(cfg, world_size), world_size=world_size,
                                       grad_clip=cfg.optim.grad_clip, bf16=bf16)  # fmt: skip
+    ds = with_client_optimizer(ds, cfg.optim.deepspeed)
     return ds, distributed.check_deepspeed_config(ds, cfg.optim.deepspeed)
 
 

@@ -136,10 +136,12 @@ def _images(data_path: Path, model_path: str):
 def _deepspeed(store, cfg, out: PreparedSFT, on_gpu: bool, hash_inputs: bool) -> dict:
     from ares_cli.stages.inputs import deepspeed_config_ref
     from ares_cli.training import distributed
+    from ares_cli.training.offload import with_client_optimizer
 
     out.refs["deepspeed"] = deepspeed_config_ref(store, cfg.deepspeed, hash_file=hash_inputs)
     bf16 = cfg.dtype == "bf16" or (cfg.dtype == "auto" and on_gpu)
     out.deepspeed = distributed.deepspeed_config(cfg.deepspeed, micro_batch=cfg.micro_batch_size,
                                                  grad_accum=out.accumulation, world_size=out.world_size,
                                                  grad_clip=cfg.grad_clip, bf16=bf16)  # fmt: skip
+    out.deepspeed = with_client_optimizer(out.deepspeed, cfg.deepspeed)
     return distributed.check_deepspeed_config(out.deepspeed, cfg.deepspeed)

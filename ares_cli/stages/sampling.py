@@ -99,9 +99,22 @@ def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[start : start + size]
 
 
+GPU_BUDGET = 0.9  # the GPU share of the run's engines: VLLMBackend's default gpu_memory_utilization
+
+
+def gpu_shares(cfg: SamplingConfig) -> tuple[float, float]:
+    """(the sampled model's vLLM share, the judge's) of one budget, :data:`GPU_BUDGET` of the GPU: a model
+    judge (judge graders, not the replay judge) lives beside the sampled model's engine for the whole run,
+    so it takes ``judge.gpu_memory_utilization`` of that budget rather than a second engine's worth."""
+    if cfg.grader and parse_judge_grader(cfg.grader) and cfg.judge.backend != "replay":
+        judge = cfg.judge.gpu_memory_utilization
+        return round(GPU_BUDGET - judge, 6), judge
+    return GPU_BUDGET, 0.0
+
+
 def open_backend(cfg: SamplingConfig, model_path: str | None, *, max_images: int = 0):
     """The configured generation backend (hf batch size, replay file, image pixel bounds; vllm is built for
-    ``max_images`` images per prompt)."""
+    ``max_images`` images per prompt, with its share of the GPU: :func:`gpu_shares`)."""
     from ares_cli.generation import get_backend, resolve_backend_name
 
     name = resolve_backend_name(cfg.backend)
@@ -111,7 +124,10 @@ def open_backend(cfg: SamplingConfig, model_path: str | None, *, max_images: int
     if name == "replay":
         tokenizer = model_path if model_path else None
         return get_backend("replay", cfg.replay_file, tokenizer=tokenizer)
-    return get_backend(name, model_path, **({"max_images": max_images, **pixels} if max_images else {}))
+    share = {"gpu_memory_utilization": gpu_shares(cfg)[0]}
+    return get_backend(
+        name, model_path, **share, **({"max_images": max_images, **pixels} if max_images else {})
+    )
 
 
 def backend_tokenizer(backend) -> Any:

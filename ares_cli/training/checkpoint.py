@@ -271,14 +271,35 @@ def model_state(model, engine, dist) -> dict | None:
     return model.state_dict() if dist.is_main else None
 
 
+MASTER_WEIGHTS = (  # where DeepSpeed's optimizer wrappers keep this rank's fp32 master weights
+    "single_partition_of_fp32_groups",  # ZeRO-1/2
+    "fp32_groups_flat_partition",  # BF16_Optimizer (ZeRO-1 with bf16 weights and fp32 gradients)
+    "fp32_groups_flat",  # FP16_Optimizer: ZeRO stage 0 with bf16 (or fp16) weights, fused
+    "fp32_groups",  # FP16_UnfusedOptimizer: the same, unfused (a list of parameters per group)
+)
+
+
+def _wrapped(engine) -> bool:
+    """Whether DeepSpeed wrapped the client optimizer (ZeRO, or 16-bit master weights); stage 0 in fp32
+    steps the client's torch optimizer itself."""
+    return hasattr(engine.optimizer, "optimizer")
+
+
 def _fp32_partitions(engine) -> list:
-    """This rank's fp32 master partitions: ZeRO-1/2 ``single_partition_of_fp32_groups``, ZeRO-3 flat groups."""
+    """This rank's fp32 master partitions: ZeRO-1/2 ``single_partition_of_fp32_groups``, the 16-bit
+    wrappers' flat groups (stage 0 bf16, ZeRO-1 bf16), ZeRO-3 flat groups."""
     from ares_cli.errors import UsageError
     from ares_cli.training import distributed
 
     zero = engine.optimizer
     if distributed.zero_stage(engine) != 3:
-        return zero.single_partition_of_fp32_groups
+        for name in MASTER_WEIGHTS:
+            if hasattr(zero, name):
+                groups = getattr(zero, name)
+                return [p for group in groups for p in group] if name == "fp32_groups" else groups
+        raise UsageError(
+            f"checkpoints of DeepSpeed's {type(zero).__name__} are not supported: set save_every=0"
+        )
     if getattr(zero, "params_in_nvme_and_cpu", False) or getattr(zero, "optimizer_swapper", None):
         raise UsageError("checkpoints with ZeRO-3 NVMe offload are not supported: set save_every=0")
     return zero.fp32_partitioned_groups_flat
@@ -301,8 +322,9 @@ def _base_optimizer(engine):
 
 
 def optimizer_state(engine, optimizer) -> Any:
-    """This rank's optimizer state: a torch AdamW state dict, or the rank's ZeRO-1/2/3 partition of it."""
-    if engine is None:
+    """This rank's optimizer state: a torch AdamW state dict (no DeepSpeed, or stage 0 in fp32, where the
+    engine steps ``optimizer`` itself), or the rank's ZeRO-1/2/3 (or 16-bit wrapper's) partition of it."""
+    if engine is None or not _wrapped(engine):
         return {"torch": optimizer.state_dict()}
     with _base_optimizer(engine) as base:
         return {"base": base.state_dict(), "fp32": list(_fp32_partitions(engine))}
@@ -317,7 +339,7 @@ def load_optimizer(engine, optimizer, state: Any) -> None:
     """
     import torch
 
-    if engine is None:
+    if engine is None or not _wrapped(engine):
         optimizer.load_state_dict(state["torch"])
         return
     with _base_optimizer(engine) as base:

@@ -98,6 +98,7 @@ def set_up(config, *, model_path, data_path, out_dir, log, progress) -> tuple[SF
     from ares_cli.models import freeze_vision_tower, load_model, load_processor, load_tokenizer
     from ares_cli.training import checkpoint, distributed
     from ares_cli.training.micro_batches import token_budget
+    from ares_cli.training.offload import with_client_optimizer
     from ares_cli.training.sft_data import load_examples
 
     dist = distributed.init_from_env()
@@ -159,7 +160,9 @@ def set_up(config, *, model_path, data_path, out_dir, log, progress) -> tuple[SF
             grad_clip=config.grad_clip,
             bf16=bf16,
         )
-        engine = distributed.deepspeed_engine(model, optimizer, ds_config)
+        engine = distributed.deepspeed_engine(
+            model, optimizer, with_client_optimizer(ds_config, config.deepspeed)
+        )
     if resume_from is not None:
         checkpoint.load_optimizer(engine, optimizer, opt_state)
     trainable = [p for p in model.parameters() if p.requires_grad]

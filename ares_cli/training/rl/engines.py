@@ -19,13 +19,15 @@ def deepspeed_config_for(cfg, dist) -> dict | None:
     if not cfg.optim.deepspeed:
         return None
     from ares_cli.training import distributed
+    from ares_cli.training.offload import with_client_optimizer
 
     local_rows = cfg.optim.mini_batch_size // dist.world_size * cfg.rollout.group_size
     accum = -(-local_rows // cfg.optim.micro_batch_size)
     bf16 = training_dtype(cfg, dist) == "bf16"
-    return distributed.deepspeed_config(cfg.optim.deepspeed, micro_batch=cfg.optim.micro_batch_size,
-                                        grad_accum=accum, world_size=dist.world_size,
-                                        grad_clip=cfg.optim.grad_clip, bf16=bf16)  # fmt: skip
+    filled = distributed.deepspeed_config(cfg.optim.deepspeed, micro_batch=cfg.optim.micro_batch_size,
+                                          grad_accum=accum, world_size=dist.world_size,
+                                          grad_clip=cfg.optim.grad_clip, bf16=bf16)  # fmt: skip
+    return with_client_optimizer(filled, cfg.optim.deepspeed)
 
 
 def deepspeed_engine_for(cfg, model, optimizer, dist):

@@ -9,11 +9,10 @@ from contextlib import contextmanager
 
 
 def placement(cfg, policy_zero_stage: int) -> str:
-    """``kl.reference`` resolved: device, cpu or zero3."""
-    where = cfg.kl.reference
-    if where == "auto":
-        return "zero3" if policy_zero_stage == 3 else "device"
-    return where
+    """``kl.reference`` resolved: device, cpu or zero3 (:func:`~ares_cli.training.placement.reference_placement`)."""
+    from ares_cli.training.placement import reference_placement
+
+    return reference_placement(cfg.kl.reference, policy_zero_stage)
 
 
 def zero3_inference_config(policy_config: dict) -> dict:
