@@ -25,7 +25,7 @@ def standin(monkeypatch):
 
 
 def _cfg(**kw):
-    from ares_cli.stages.judging import JudgeConfig
+    from ares_cli.stages.judge_model import JudgeConfig
     from ares_cli.stages.sampling import SamplingConfig
 
     judge = kw.pop("judge", {})
@@ -54,7 +54,7 @@ def test_without_a_model_judge_the_engine_keeps_the_whole_budget(standin):
 
 
 def test_a_vllm_judge_is_built_with_its_share(standin, tmp_path):
-    from ares_cli.stages.judging import JudgeConfig, prepare_judge
+    from ares_cli.stages.judge_model import JudgeConfig, prepare_judge
     from ares_cli.store.artifacts import ArtifactStore
 
     judge, _ = prepare_judge(ArtifactStore(tmp_path), [f"judge:{TOY}"],
@@ -67,7 +67,7 @@ def test_a_vllm_judge_is_built_with_its_share(standin, tmp_path):
 def test_a_judge_share_that_leaves_the_engine_nothing_is_refused(share):
     from ares_cli.config import check
     from ares_cli.errors import UsageError
-    from ares_cli.stages.judging import JudgeConfig
+    from ares_cli.stages.judge_model import JudgeConfig
 
     check(JudgeConfig(gpu_memory_utilization=0.2))
     with pytest.raises(UsageError, match="gpu_memory_utilization"):

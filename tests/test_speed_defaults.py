@@ -63,7 +63,7 @@ def _rl_step(model_dir, algo: str, *sets: str):
     with torch.no_grad():
         for p in ref.parameters():
             p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
-    run = SimpleNamespace(cfg=cfg, algo=build_algorithm(cfg, lambda t: t), reduce=lambda t: t, model=model, ref=ref,
+    run = SimpleNamespace(cfg=cfg, algo=build_algorithm(cfg, lambda t: t), reduce=lambda t: t, model=model, ref=ref, ref_placement="device",
                           engine=None, dist=SimpleNamespace(world_size=1, rank=0, device="cpu"))  # fmt: skip
     run.optimizer = _Recorder(model)
     groups = _groups()

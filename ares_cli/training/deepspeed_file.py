@@ -8,13 +8,13 @@ NaN/Infinity) and types the keys ares itself reads or fills (the batch keys, ``g
 checks the rest (``check_deepspeed_config``); :func:`runnable_with_ares` then refuses, with DeepSpeed's
 reason, the settings it accepts but that fail later with ares's client ``torch.optim.AdamW``:
 
-- ``offload_optimizer`` to ``cpu``/``nvme`` without ``"zero_force_ds_cpu_optimizer": false``: DeepSpeed's
-  ``engine._configure_optimizer`` raises ``ZeRORuntimeException`` at ``deepspeed.initialize`` (read in
-  DeepSpeed 0.19.8, and reproduced: a one-layer model on CPU fails there, and runs with the key set);
-- ZeRO stage 0 (DeepSpeed's default when ``zero_optimization`` or its ``stage`` is left out): the engine
-  wraps AdamW in no ZeRO optimizer, so ares's checkpoint (``checkpoint.optimizer_state``, written every
-  ``save_every`` steps and when a run stops early) finds no fp32 partitions and fails with an
-  ``AttributeError`` mid-run (reproduced on CPU in fp32 and bf16).
+- ``offload_optimizer`` to ``cpu``/``nvme`` with ``"zero_force_ds_cpu_optimizer": true`` written in the file:
+  DeepSpeed's ``engine._configure_optimizer`` then raises ``ZeRORuntimeException`` at ``deepspeed.initialize``
+  for a client optimizer (read in DeepSpeed 0.19.8). Left out, ares sets it false itself
+  (:func:`ares_cli.training.offload.with_client_optimizer`) and AdamW steps the offloaded partitions.
+
+ZeRO stage 0 (DeepSpeed's default when ``zero_optimization`` or its ``stage`` is left out) is accepted: its
+checkpoints save AdamW's state, or DeepSpeed's fp32 master weights in bf16 (``training/checkpoint.py``).
 """
 
 from __future__ import annotations
@@ -34,11 +34,6 @@ OFFLOAD_RULE = (
     'false (deepspeed.initialize raises ZeRORuntimeException: "You are using ZeRO-Offload with a client provided '
     'optimizer ... If you really want to use a custom optimizer w. ZeRO-Offload ... set <"zero_force_ds_cpu_optimizer": '
     'false> in your configuration file."); ares trains with torch.optim.AdamW'
-)
-STAGE0_RULE = (
-    "ZeRO stage 0 wraps ares's AdamW in no ZeRO optimizer, so ares's checkpoints (every save_every steps and "
-    "when a run stops early) cannot save its state; use zero_optimization.stage 1, 2 or 3, or leave out "
-    "--deepspeed to train with plain torch"
 )
 
 
@@ -117,18 +112,14 @@ def check_types(config: dict[str, Any], path: str | Path) -> None:
             mapping(zero[key], at.child("zero_optimization").child(key))
 
 
-def runnable_with_ares(parsed, path: str | Path) -> None:
-    """Refuse what DeepSpeed's parser accepted (``parsed``: a ``DeepSpeedConfig``) but that cannot train
-    with ares's client AdamW (see the module doc), naming the file and the field."""
+def runnable_with_ares(config: dict[str, Any], parsed, path: str | Path) -> None:
+    """Refuse what DeepSpeed's parser accepted (``parsed``: a ``DeepSpeedConfig`` of the file's ``config``)
+    but that cannot train with ares's client AdamW (see the module doc), naming the file and the field."""
     at = At.in_file(path)
-    zero = parsed.zero_config
-    offload = zero.offload_optimizer
+    offload = parsed.zero_config.offload_optimizer
     device = "none" if offload is None else str(getattr(offload.device, "value", offload.device))
-    if device in ("cpu", "nvme") and parsed.zero_force_ds_cpu_optimizer:
-        raise (
-            at.child("zero_optimization")
-            .child("offload_optimizer")
-            .error(f"optimizer offload to {device}: {OFFLOAD_RULE}")
+    if device in ("cpu", "nvme") and config.get("zero_force_ds_cpu_optimizer") is True:
+        raise at.child("zero_force_ds_cpu_optimizer").error(
+            f"true with optimizer offload to {device}: {OFFLOAD_RULE}; remove the key (ares sets it false) "
+            "or set it false"
         )
-    if int(parsed.zero_optimization_stage) == 0:
-        raise at.child("zero_optimization").child("stage").error(STAGE0_RULE)

@@ -222,7 +222,7 @@ def check_deepspeed_config(config: dict[str, Any], path: str | Path) -> dict[str
         raise InputError(f"DeepSpeed rejects the config: {' '.join(first[:3])}", file=path) from None
     from ares_cli.training.deepspeed_file import runnable_with_ares
 
-    runnable_with_ares(parsed, path)  # accepted by DeepSpeed's parser, yet fails with ares's AdamW
+    runnable_with_ares(config, parsed, path)  # accepted by DeepSpeed's parser, yet fails with ares's AdamW
     zero = parsed.zero_config
 
     def device(offload) -> str:

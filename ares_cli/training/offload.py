@@ -2,13 +2,11 @@
 a client optimizer under optimizer offload at ``initialize`` unless ``zero_force_ds_cpu_optimizer`` is false
 (it would rather build its DeepSpeedCPUAdam). The filled config therefore sets it false where the file
 offloads the optimizer and says nothing of it (the AdamW then steps the CPU partitions); a file that sets it
-true while offloading is refused before any work, naming the file."""
+true while offloading is refused before any work, naming the file and the field (exit 3)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-from ares_cli.errors import UsageError
 
 FORCE_KEY = "zero_force_ds_cpu_optimizer"
 
@@ -24,8 +22,14 @@ def with_client_optimizer(config: dict[str, Any], path) -> dict[str, Any]:
     if not offloads_optimizer(config):
         return config
     if config.get(FORCE_KEY, False) is True:
-        raise UsageError(
-            f"{path}: {FORCE_KEY}=true with offload_optimizer refuses ares's own AdamW at start-up; "
-            f"remove the key or set it false"
+        from ares_cli.store.values import At
+        from ares_cli.training.deepspeed_file import OFFLOAD_RULE
+
+        raise (
+            At.in_file(path)
+            .child(FORCE_KEY)
+            .error(
+                f"true with optimizer offload: {OFFLOAD_RULE}; remove the key (ares sets it false) or set it false"
+            )
         )
     return {**config, FORCE_KEY: False}
