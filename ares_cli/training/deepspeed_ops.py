@@ -20,10 +20,12 @@ SHM_BUILDER_NAME = "ShareMemCommBuilder"
 def without_inference_shm_op() -> Iterator[None]:
     """For the duration of the block, DeepSpeed's comm backend forms without building its inference-only
     shared-memory op (it then falls back to ``torch.distributed`` for that call, as on machines without it)."""
-    import importlib
+    import sys
+
+    import deepspeed.comm.torch  # noqa: F401  (loads the submodule)
 
     # the submodule itself: ``deepspeed.comm.torch`` as an attribute is the torch package
-    ds_torch = importlib.import_module("deepspeed.comm.torch")
+    ds_torch = sys.modules["deepspeed.comm.torch"]
 
     original = getattr(ds_torch, "build_shm_op", None)
     if original is None:  # a DeepSpeed that builds no such op at comm start
