@@ -34,7 +34,7 @@ $(STAMP): pyproject.toml
 	fi
 	$(BIN)/pip install -q -e ".[dev]"
 	@# DeepSpeed builds against the installed torch (no isolated build env that would pull another torch).
-	DS_BUILD_OPS=0 $(BIN)/pip install -q --no-build-isolation "deepspeed>=0.15"
+	DS_BUILD_OPS=0 $(BIN)/pip install -q --no-build-isolation "deepspeed>=0.15,<0.20"
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -141,6 +141,14 @@ def emit(opts: GlobalOptions, result: dict[str, Any], *, text: str | None = None
     out.flush()
 
 
+def error_lines(messages: list[str]) -> None:
+    """One ``error: <message>`` line per message on stderr, the form :class:`ares_cli.main.AresGroup`
+    gives a raised error (printed whatever the verbosity: ``-q`` keeps errors)."""
+    for message in messages:
+        sys.stderr.write(f"error: {message}\n")
+    sys.stderr.flush()
+
+
 def _rate_and_eta_columns(unit: str) -> tuple:
     """Two rich columns: items per second (per minute when slower than one a second), and the time
     left at that rate as ``eta H:MM:SS`` (rich is imported here, when a bar is first drawn)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+import child_processes  # noqa: E402
 from fixtures_tiny_model import save_tiny_model, write_sft_jsonl  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
@@ -77,7 +77,7 @@ def _torchrun(root: Path, model: Path, data: Path, extra: list[str]) -> dict:
         *extra,
     ]
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    proc = child_processes.run(cmd, env=env, timeout=700)
     assert proc.returncode == 0, proc.stderr[-4000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(lines) == 1, proc.stdout  # only rank 0 reports
@@ -190,7 +190,7 @@ def test_deepspeed_stop_and_resume_is_exact(tiny, tmp_path, stage):
             str(out),
             str(stop),
         ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+        proc = child_processes.run(cmd, env=env, timeout=700)
         assert proc.returncode == 0, proc.stderr[-4000:]
 
     launch(tmp_path / "full", 0)

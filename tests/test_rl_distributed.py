@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
+import child_processes
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,10 +45,9 @@ def _run(tmp_path, model, out, sets, world):
         port = s.getsockname()[1]
     env = os.environ | {"PYTHONPATH": f"{REPO}:{REPO / 'tests'}", "MASTER_ADDR": "127.0.0.1",
                         "MASTER_PORT": str(port), "WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1"}  # fmt: skip
-    procs = [subprocess.Popen([sys.executable, str(script), str(model), str(out), *sets], cwd=REPO,
-                              env=env | {"RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for r in range(world)]  # fmt: skip
-    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    procs = [child_processes.start([sys.executable, str(script), str(model), str(out), *sets], cwd=REPO, merge_stderr=True,
+                                   env=env | {"RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(world)]  # fmt: skip
+    outputs = [out for out, _ in child_processes.wait_all(procs, timeout=480)]
     assert all(p.returncode == 0 for p in procs), outputs[0][-3000:] + outputs[-1][-3000:]
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 

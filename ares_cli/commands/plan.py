@@ -3,8 +3,9 @@
 Each subcommand takes exactly its stage's options (built from the stage command's own signature) plus
 ``--gpus``, ``--nodes``, ``--gpu-memory`` and ``--throughput``, runs the stage's preparation with a
 collecting checklist and the planning checks (:mod:`ares_cli.planning`), prints one report (tables, or
-JSON with ``ares --json plan ...``) and exits 0 (ready), 2/3/4 (a check failed) or 5 (will not fit).
-It writes no artifact and reads no weights.
+JSON with ``ares --json plan ...``) on stdout and exits 0 (ready), 2/3/4 (a check failed) or 5 (will not
+fit); a refused plan also writes one ``error:`` line per failure on stderr, as every command does. It
+writes no artifact and reads no weights.
 """
 
 from __future__ import annotations
@@ -15,15 +16,15 @@ from typing import Annotated
 
 import typer
 
-from ares_cli.console import emit, options
+from ares_cli.console import emit, error_lines, options
 
 app = typer.Typer(no_args_is_help=True, help="Check a stage's run and size its memory before it takes a GPU.")
 PANEL = "Plan"
 PLAN_OPTIONS = [
     inspect.Parameter("gpus", inspect.Parameter.KEYWORD_ONLY, default=1, annotation=Annotated[
-        int, typer.Option("--gpus", min=1, help="GPUs per node.", rich_help_panel=PANEL)]),
+        int, typer.Option("--gpus", min=1, max=1024, help="GPUs per node.", rich_help_panel=PANEL)]),
     inspect.Parameter("nodes", inspect.Parameter.KEYWORD_ONLY, default=1, annotation=Annotated[
-        int, typer.Option("--nodes", min=1, help="Nodes.", rich_help_panel=PANEL)]),
+        int, typer.Option("--nodes", min=1, max=65536, help="Nodes.", rich_help_panel=PANEL)]),
     inspect.Parameter("gpu_memory", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
         str | None, typer.Option("--gpu-memory", help="Memory per GPU, e.g. 80GiB (default: this machine's "
                                  "GPU, else 80GiB).", rich_help_panel=PANEL)]),
@@ -54,6 +55,7 @@ def planned(stage_command, planner, name: str):
             from ares_cli.planning.report import render
 
             render(report, Console(file=opts.result_stream, highlight=False, soft_wrap=False, width=None))
+        error_lines(report.failures())  # a refused plan says why on stderr too, where a log looks
         raise typer.Exit(report.exit_code)
 
     command.__signature__ = inspect.Signature([*params, *PLAN_OPTIONS])

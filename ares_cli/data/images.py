@@ -37,12 +37,24 @@ def image_cache_dir() -> Path:
 
 
 def _store_bytes(data: bytes) -> str:
+    """Write image bytes (a parquet or hub image column's) to the cache once their header passes the same
+    checks as an image file's (:func:`size_problem`): nothing is decoded, a bomb is a ValueError."""
+    import warnings
+
     from PIL import Image, UnidentifiedImageError
 
     try:
-        fmt = (Image.open(io.BytesIO(data)).format or "img").lower()
-    except (UnidentifiedImageError, OSError) as exc:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # refused below, as an error
+            with Image.open(io.BytesIO(data)) as img:
+                fmt, size = (img.format or "img").lower(), img.size
+    except Image.DecompressionBombError as exc:
+        raise ValueError(f"image bytes are too large to decode safely ({exc})") from None
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
         raise ValueError(f"image bytes are not a readable image ({exc})") from None
+    problem = size_problem(*size)
+    if problem:
+        raise ValueError(f"image bytes refused from their header: {problem}")
     digest = hashlib.sha256(data).hexdigest()
     path = image_cache_dir() / f"{digest}.{fmt}"
     if not path.is_file():

@@ -133,7 +133,7 @@ def collect(table: Table, fmap: FieldMap, rules: RowRules) -> Collected:
                 report.excluded.append({"id": rid, "reason": rules.exclude[rid], "file": file, "row": row_no})
                 continue
             if record.get("images") is not None and "images" not in errs:
-                errs.update(_resolve_images(record, image_base))
+                errs.update(_resolve_images(record, image_base, fmap.image_columns()))
             checked, problems = check_problem(record, file=file, row_no=row_no)
             row_errors = [InputError(msg, file=file, row=row_no, field=f) for f, msg in errs.items()]
             row_errors += [e for e in problems if e.field not in errs]
@@ -229,13 +229,17 @@ def _image_base(base_dir: Path | None, image_dir: str | None) -> Path | None:
     return base_dir / image_dir if image_dir else base_dir
 
 
-def _resolve_images(record: dict, base_dir: Path | None) -> dict[str, str]:
+def _resolve_images(
+    record: dict, base_dir: Path | None, columns: tuple[str, ...] = ("images",)
+) -> dict[str, str]:
     """Replace ``record["images"]`` by paths (relative ones under ``base_dir``); ``{"images": problem}``
-    when an image is malformed, missing, empty or refused by its header."""
+    when an image is malformed, missing, empty or refused by its header (bytes from a source column
+    other than ``images`` say which)."""
     try:
         record["images"] = resolve_images(record["images"], base_dir)
     except ValueError as exc:
-        return {"images": str(exc)}
+        named = "" if columns == ("images",) else f" (column {', '.join(repr(c) for c in columns)})"
+        return {"images": f"{exc}{named}"}
     problems = file_problems(record["images"])
     return {"images": "; ".join(problems)} if problems else {}
 

@@ -45,6 +45,18 @@ class PlanReport:
             return "will not fit: " + "; ".join(self.estimate.reasons)
         return f"will not start: {sum(c.status == 'fail' for c in self.checks)} check(s) failed"
 
+    def failures(self) -> list[str]:
+        """One line per failed check (``check: detail``, each problem on its own line), or the reasons the
+        estimate does not fit; empty when the plan is ready."""
+        lines = []
+        for c in self.checks:
+            if c.status == "fail":
+                lines.append(f"plan {self.stage}: {c.name}: {c.detail}")
+                lines += [f"plan {self.stage}: {c.name}: {p}" for p in c.problems]
+        if not lines and self.exit_code == EXIT_WONT_FIT:
+            lines = [f"plan {self.stage}: will not fit: {r}" for r in self.estimate.reasons]
+        return lines
+
     def to_json(self) -> dict[str, Any]:
         return {
             "stage": self.stage, "exit_code": self.exit_code, "verdict": self.verdict,

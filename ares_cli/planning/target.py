@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-from ares_cli.errors import UsageError
 from ares_cli.planning.memory import GIB, Term, total
+from ares_cli.store.values import At, byte_size
 
-_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}  # fmt: skip
 DEFAULT_GPU_MEMORY = 80 * GIB
 
 
-def parse_bytes(text: str) -> int:
-    """``80GiB`` / ``80GB`` / ``24 GiB`` / ``1.5e10`` -> bytes (UsageError for anything else)."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-z]*)\s*", text.lower())
-    if not match or match.group(2) not in _UNITS or float(match.group(1)) <= 0:
-        raise UsageError(f"--gpu-memory: expected a size like 80GiB or 24GB, got {text!r}")
-    return int(float(match.group(1)) * _UNITS[match.group(2)])
+def parse_bytes(text: str, option: str = "--gpu-memory") -> int:
+    """``80GiB`` / ``80GB`` / ``24 GiB`` / ``1.5e10`` -> bytes (:func:`ares_cli.store.values.byte_size`: a
+    UsageError naming ``option`` for anything else, an overflowing or non-finite size included)."""
+    return byte_size(text, At.opt(option))
 
 
 @dataclass(frozen=True)

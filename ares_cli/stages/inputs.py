@@ -65,9 +65,13 @@ def resolve_model(
 
 
 def deepspeed_config_ref(store: ArtifactStore, path: str, *, hash_file: bool = True) -> InputRef | None:
-    """The InputRef of a DeepSpeed JSON config, checked first: a missing file is an InputError (exit 3)."""
-    if not Path(path).is_file():
+    """The InputRef of a DeepSpeed JSON config, checked first: a missing file, a FIFO or a directory is an
+    InputError (exit 3), before anything opens it."""
+    from ares_cli.store.untrusted import regular_file_size
+
+    if not os.path.lexists(path):
         raise InputError("DeepSpeed config file does not exist", file=path)
+    regular_file_size(path, what="DeepSpeed config file")
     return store.input_ref("deepspeed", path) if hash_file else None
 
 

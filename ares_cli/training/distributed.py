@@ -195,20 +195,12 @@ def deepspeed_config(
     return config
 
 
-def read_deepspeed_file(path: Path) -> dict[str, Any]:
-    """The mapping in a DeepSpeed JSON/YAML file; a file that does not parse is an InputError naming it."""
-    if not path.is_file():
-        raise UsageError(f"deepspeed config {path} does not exist")
-    import yaml
+def read_deepspeed_file(path: str | Path) -> dict[str, Any]:
+    """The mapping in a DeepSpeed JSON/YAML file, read bounded and typed
+    (:func:`ares_cli.training.deepspeed_file.read_deepspeed_file`); InputError naming the file and field."""
+    from ares_cli.training.deepspeed_file import read_deepspeed_file as read
 
-    try:
-        text = path.read_text(encoding="utf-8")
-        config = (yaml.safe_load(text) or {}) if path.suffix in (".yaml", ".yml") else json.loads(text)
-    except (ValueError, yaml.YAMLError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise InputError(f"DeepSpeed config does not parse ({err})", file=path) from None
-    if not isinstance(config, dict):
-        raise InputError("DeepSpeed config must be a mapping of keys", file=path)
-    return config
+    return read(path)
 
 
 def check_deepspeed_config(config: dict[str, Any], path: str | Path) -> dict[str, Any]:
@@ -228,6 +220,9 @@ def check_deepspeed_config(config: dict[str, Any], path: str | Path) -> dict[str
     except Exception as err:  # pydantic ValidationError, AssertionError, ValueError: DeepSpeed's own words
         first = str(err).strip().splitlines()
         raise InputError(f"DeepSpeed rejects the config: {' '.join(first[:3])}", file=path) from None
+    from ares_cli.training.deepspeed_file import runnable_with_ares
+
+    runnable_with_ares(parsed, path)  # accepted by DeepSpeed's parser, yet fails with ares's AdamW
     zero = parsed.zero_config
 
     def device(offload) -> str:
@@ -257,8 +252,10 @@ def deepspeed_engine(model, optimizer, config: dict[str, Any]):
 
     import deepspeed
 
+    from ares_cli.training.deepspeed_ops import without_inference_shm_op
+
     # stdout carries only the stage's result: DeepSpeed prints its op builds there ("... built successfully")
-    with contextlib.redirect_stdout(sys.stderr):
+    with contextlib.redirect_stdout(sys.stderr), without_inference_shm_op():
         engine, _, _, _ = deepspeed.initialize(
             model=model, optimizer=optimizer, config=config, dist_init_required=not is_initialized()
         )

@@ -1,0 +1,91 @@
+"""docs/results.md's tables against the stored data they come from (studies/results/), cell by cell."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOC = REPO / "docs" / "results.md"
+
+
+def _renderer():
+    spec = importlib.util.spec_from_file_location("render_results", REPO / "studies" / "render_results.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+render = _renderer()
+
+
+def test_every_marked_table_agrees_with_its_data():
+    text = DOC.read_text(encoding="utf-8")
+    assert len(render.marked_tables(text)) >= 2
+    assert render.differences(text) == []
+
+
+def test_every_stored_results_file_backs_a_table():
+    sources = {t.source.split("#")[0] for t in render.marked_tables(DOC.read_text(encoding="utf-8"))}
+    stored = {p.name for p in (REPO / "studies" / "results").iterdir() if p.suffix in (".md", ".json")}
+    assert stored - {"README.md"} <= sources
+
+
+@pytest.mark.parametrize("which", ["first", "last"])
+def test_one_changed_cell_in_the_doc_is_named(which):
+    text = DOC.read_text(encoding="utf-8")
+    table = render.marked_tables(text)[0 if which == "first" else -1]
+    lines = text.splitlines()
+    row = table.start + 2  # the first data row
+    cols = render.cells(lines[row])
+    col = 1 if which == "first" else len(cols) - 1
+    cols[col] = cols[col] + "0" if cols[col][-1].isdigit() else "9" + cols[col]
+    lines[row] = "| " + " | ".join(cols) + " |"
+    problems = render.differences("\n".join(lines))
+    assert len(problems) == 1, problems
+    assert f"line {row + 1}" in problems[0] and "the doc says" in problems[0]
+
+
+def test_a_changed_value_in_the_data_is_caught(tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(REPO / "studies" / "results", results)
+    report = results / "demo-report.md"
+    text = report.read_text(encoding="utf-8")
+    first_row = render.tables_of(text)[1][2]
+    cols = render.cells(first_row)
+    cols[1] = "0.99 / 1"
+    report.write_text(text.replace(first_row, "| " + " | ".join(cols) + " |"), encoding="utf-8")
+    problems = render.differences(DOC.read_text(encoding="utf-8"), results)
+    assert len(problems) == 1 and "the data '0.99 / 1'" in problems[0]
+
+
+def test_emphasis_is_editorial_and_survives_a_rewrite():
+    doc = (
+        "x\n<!-- results: demo-report.md#2 -->\n" + "\n".join(render.render_source("demo-report.md#2")) + "\n"
+    )
+    lines = doc.splitlines()
+    cols = render.cells(lines[4])  # the first data row (marker, header, separator above it)
+    cols[2] = f"**{cols[2]}**"
+    lines[4] = "| " + " | ".join(cols) + " |"
+    bolded = "\n".join(lines) + "\n"
+    assert render.differences(bolded) == []
+    assert render.rewritten(bolded) == bolded
+
+
+def test_a_marker_without_a_table_or_data_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="has no table"):
+        render.marked_tables("<!-- results: demo-report.md#1 -->\n\ntext\n")
+    problems = render.differences("<!-- results: absent.json#x -->\n| a |\n|---|\n| 1 |\n")
+    assert problems and "no stored data" in problems[0]
+
+
+def test_paired_table_renders_mean_se_and_per_seed_deltas():
+    table = render.PairedTable("arm", "| q | GRPO | arm | Δ | per seed |", (render.Row("x", "x", 2),))
+    summary = {"arm": {"x": {"arm": {"0": 3.0, "1": 5.0}, "grpo": {"0": 1.0, "1": 2.0}}}}
+    # grpo mean 1.5, SE = sd/sqrt(2) = 0.7071/1.4142 = 0.5; arm 4 ± 1; deltas 2, 3 -> 2.5 ± 0.5
+    assert table.render(summary)[2] == "| x | 1.50 ± 0.50 | 4.00 ± 1.00 | +2.50 ± 0.50 | +2.00, +3.00 |"
