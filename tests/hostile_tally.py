@@ -237,6 +237,27 @@ def classify(call: dict, test_passed: bool) -> str:  # noqa: F811 (extends the c
 # --- end: hostile plan inputs ----------------------------------------------------------------------------
 
 
+# --- begin: hostile model directories (issue 34, part 1: config.json, safetensors headers, weights files) --
+# tests/test_hostile_models.py runs each in-process call under an alarm that raises ModelInputHang, and the
+# FIFO / directory / sparse-file weights in a fresh interpreter the kernel ends 5 s after its imports
+# (SIGALRM, exit -14): either is a hang, not a traceback.
+HOSTILE_FILES += ("tests/test_hostile_models.py",)
+MODEL_HANG_EXCEPTION = "ModelInputHang"
+MODEL_HANG_EXIT = -14  # -signal.SIGALRM: the watched subprocess ran past its 5 s
+_classify_without_model_hangs = classify
+
+
+def classify(call: dict, test_passed: bool) -> str:  # noqa: F811 (extends the classifier above)
+    """:func:`_classify_without_model_hangs`, and ``hang`` for a model-directory call its alarm stopped."""
+    told = (call.get("exception") or "") + call.get("output", "")
+    if MODEL_HANG_EXCEPTION in told or call["exit_code"] == MODEL_HANG_EXIT:
+        return "hang"
+    return _classify_without_model_hangs(call, test_passed)
+
+
+# --- end: hostile model directories ----------------------------------------------------------------------
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json-out", type=Path, help="also write the JSON here")

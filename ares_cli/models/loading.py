@@ -7,7 +7,7 @@ processor; a text checkpoint loads through ``AutoModelForCausalLM`` and has none
 
 from __future__ import annotations
 
-import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -21,19 +21,20 @@ DTYPES |= {"fp16": "float16", "float16": "float16"}
 
 
 def model_config(path: str | Path) -> dict[str, Any]:
-    """The checkpoint's ``config.json`` as a dict (a local directory, or a hub id in the local cache)."""
-    local = Path(path) / "config.json"
-    if local.is_file():
-        try:
-            return json.loads(local.read_text())
-        except json.JSONDecodeError as e:
-            raise InputError(f"{local}: not valid JSON ({e})") from e
+    """The checkpoint's ``config.json`` as a dict (a local directory, or a hub id in the local cache), read
+    bounded and checked (:mod:`ares_cli.models.config_checks`: exit 3 naming the file and field)."""
+    from ares_cli.models.config_checks import check_config, load_config
+
+    if os.path.lexists(Path(path) / "config.json"):
+        return load_config(path)[0]
     from transformers import AutoConfig
 
     try:
-        return AutoConfig.from_pretrained(str(path)).to_dict()
-    except OSError as e:
+        config = AutoConfig.from_pretrained(str(path)).to_dict()
+    except (OSError, ValueError, TypeError, KeyError) as e:
         raise InputError(f"{path}: not a model directory or cached hub id ({e})") from e
+    check_config(config, f"{path}/config.json")
+    return config
 
 
 def is_vision_language(path: str | Path) -> bool:
@@ -59,6 +60,10 @@ def load_model(path: str | Path, *, dtype: Any = "fp32", device: str | None = No
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
+    if os.path.lexists(Path(path) / "config.json"):  # a local directory: config and headers checked first
+        from ares_cli.models.checked_dir import check_model_files
+
+        check_model_files(path, loads_weights=True)
     torch_dtype = dtype if isinstance(dtype, torch.dtype) else resolve_dtype(dtype, device or "cpu")
     auto = AutoModelForImageTextToText if is_vision_language(path) else AutoModelForCausalLM
     model = auto.from_pretrained(str(path), dtype=torch_dtype, use_safetensors=True)  # never unpickled

@@ -1,7 +1,7 @@
 """A model's shapes from its ``config.json`` and safetensors headers, never its weights.
 
-Parameter counts come from the headers (each tensor's shape, read with the ``safetensors`` library's own
-header reader, which maps the file and reads no tensor data): exact, including biases, norms and a vision
+Parameter counts come from the headers (each tensor's shape, read bounded and checked against the config by
+:func:`ares_cli.models.checked_dir.check_model_files`, which reads no tensor data): exact, including biases, norms and a vision
 tower. The dimensions the memory estimate needs (vocabulary, width, MLP width, layers, heads, key/value
 heads, head width) come from ``config.json`` (a vision-language model's ``text_config``), and are checked
 against the embedding's header shape.
@@ -9,16 +9,15 @@ against the embedding's header shape.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ares_cli.errors import InputError
+from ares_cli.models.checked_dir import check_model_files
+from ares_cli.models.weights_checks import DTYPE_BYTES
 
 VISION_PARTS = ("visual", "vision_tower", "vision_model")
-DTYPE_BYTES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8, "I32": 4,
-               "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -63,25 +62,6 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
     """The language model's part of a config (a VLM's ``text_config``, else the config itself)."""
     inner = config.get("text_config")
     return {**config, **inner} if isinstance(inner, dict) else config
-
-
-def header_tensors(directory: Path) -> dict[str, tuple[list[int], str]]:
-    """``{name: (shape, dtype)}`` of every tensor in the directory's safetensors files (headers only)."""
-    from safetensors import safe_open
-
-    files = sorted(directory.glob("*.safetensors"))
-    if not files:
-        raise InputError("no *.safetensors file (only safetensors checkpoints are read)", file=directory)
-    tensors: dict[str, tuple[list[int], str]] = {}
-    for path in files:
-        try:
-            with safe_open(str(path), framework="numpy") as handle:
-                for name in handle.keys():
-                    piece = handle.get_slice(name)
-                    tensors[name] = (list(piece.get_shape()), str(piece.get_dtype()))
-        except Exception as err:  # safetensors raises SafetensorError (and OSError) for unreadable headers
-            raise InputError(f"unreadable safetensors header ({err})", file=path) from None
-    return tensors
 
 
 def numel(shape: list[int]) -> int:
@@ -166,16 +146,12 @@ def read_model_shape(model_path: str) -> ModelShape:
     directory = Path(model_path)
     if not directory.is_dir():
         directory = _cached_snapshot(model_path)
-    config_file = directory / "config.json"
+    config, tensors = check_model_files(directory)  # config.json and headers checked (exit 3 naming the file)
     try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise InputError(f"unreadable config.json ({err})", file=config_file) from None
-    try:
-        return shape_from_files(config, header_tensors(directory))
+        return shape_from_files(config, tensors)
     except InputError as err:
         if err.file is None:
-            raise InputError(str(err), file=config_file) from None
+            raise InputError(str(err), file=directory / "config.json") from None
         raise
 
 

@@ -35,9 +35,9 @@ def resolve_model(
     directory, reading only its headers, never its weights.
     """
     path = Path(ref)
-    if path.is_dir() and (path / "config.json").is_file() and not (path / MANIFEST).is_file():
+    if path.is_dir() and os.path.lexists(path / "config.json") and not (path / MANIFEST).is_file():
         verify_enclosing(path)
-        check_model_dir(path)  # no tokenizer, unreadable or truncated safetensors: exit 3 naming the file
+        check_model_dir(path, loads_weights=hash_files)  # config, headers, tokenizer: exit 3 naming the file
         if not hash_files:
             return str(path), None
         files = {
