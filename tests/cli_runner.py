@@ -93,3 +93,21 @@ def invoke_in_process(
     elif isinstance(exc, SystemExit) and isinstance(exc.code, str):
         stderr += exc.code + "\n"
     return subprocess.CompletedProcess(["ares", *args], code, result.stdout, stderr)
+
+
+def invoke_under_alarm(
+    args: list[str], *, seconds: int, hang: type[Exception]
+) -> subprocess.CompletedProcess:
+    """:func:`invoke_in_process`, raising ``hang`` (a test's own class, which tests/hostile_tally.py counts
+    as a hang) if the call has not returned after ``seconds`` (SIGALRM; main thread only)."""
+
+    def on_alarm(signum, frame):
+        raise hang(f"ares {' '.join(args)} blocked for {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        return invoke_in_process(args)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

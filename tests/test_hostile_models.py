@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_runner import invoke_in_process
+from cli_runner import invoke_under_alarm
 from input_rows import one_plus_one, write_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,16 +38,9 @@ class ModelInputHang(Exception):
 
 
 def _ares(root: Path, *args: str):
-    def hang(signum, frame):
-        raise ModelInputHang(f"ares {' '.join(args)} blocked for {HANG_AFTER_S} s")
-
-    previous = signal.signal(signal.SIGALRM, hang)
-    signal.alarm(HANG_AFTER_S)
-    try:
-        return invoke_in_process(["--artifacts-root", str(root), *args])
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+    return invoke_under_alarm(
+        ["--artifacts-root", str(root), *args], seconds=HANG_AFTER_S, hang=ModelInputHang
+    )
 
 
 def assert_refused(proc, *named: str, code: int = 3) -> None:

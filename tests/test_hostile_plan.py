@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import struct
 import sys
 import zlib
 from pathlib import Path
 
 import pytest
-from cli_runner import invoke_in_process
+from cli_runner import invoke_under_alarm
 
 REPO = Path(__file__).resolve().parents[1]
 TOY = str(REPO / "ares_cli" / "toy" / "base")
@@ -39,16 +38,9 @@ class PlanInputHang(Exception):
 
 
 def _ares(root: Path, *args: str):
-    def hang(signum, frame):
-        raise PlanInputHang(f"ares {' '.join(args)} blocked for {HANG_AFTER_S} s")
-
-    previous = signal.signal(signal.SIGALRM, hang)
-    signal.alarm(HANG_AFTER_S)
-    try:
-        return invoke_in_process(["--artifacts-root", str(root), *args])
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+    return invoke_under_alarm(
+        ["--artifacts-root", str(root), *args], seconds=HANG_AFTER_S, hang=PlanInputHang
+    )
 
 
 def _flat(text: str) -> str:
@@ -513,7 +505,9 @@ def test_a_call_that_blocks_is_stopped_and_counted_as_a_hang(monkeypatch, tmp_pa
     import hostile_tally
 
     monkeypatch.setattr(sys.modules[__name__], "HANG_AFTER_S", 1)
-    monkeypatch.setattr(sys.modules[__name__], "invoke_in_process", lambda args: time.sleep(30))
+    import cli_runner
+
+    monkeypatch.setattr(cli_runner, "invoke_in_process", lambda args: time.sleep(30))
     started = time.monotonic()
     with pytest.raises(PlanInputHang) as stopped:
         _ares(tmp_path, "plan", "sft")
