@@ -217,9 +217,9 @@ def collect(files: list[str], pytest_args: list[str] = ()) -> tuple[list[dict], 
 
 # --- begin: hostile plan inputs (issue 34, parts 2-4: --gpu-memory, --throughput numbers and artifacts,
 # DeepSpeed files, images inside parquet, a refused plan on stderr) ---------------------------------------
-# tests/test_hostile_plan.py runs each call under an alarm that raises PlanInputHang: such a call is a hang,
+# tests/test_hostile_plan.py and test_hostile_deepspeed.py run each call under an alarm that raises PlanInputHang: such a call is a hang,
 # not a traceback. Kept apart from the blocks above so other hostile classes can be added beside it.
-HOSTILE_FILES += ("tests/test_hostile_plan.py",)
+HOSTILE_FILES += ("tests/test_hostile_plan.py", "tests/test_hostile_deepspeed.py")
 CLASSES += ("hang",)
 # exit 5 (EXIT_WONT_FIT): ares plan found the inputs valid and the GPUs too small, a documented refusal
 DOCUMENTED_CODES = DOCUMENTED_CODES | {5}

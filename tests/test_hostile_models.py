@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import struct
 import subprocess
@@ -21,101 +20,26 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_runner import invoke_under_alarm
+from hostile_model_dirs import (  # noqa: F401  (the builders; ModelInputHang names the tally's hang)
+    DROP,
+    GIB,
+    HANG_AFTER_S,
+    REFUSED_WITHIN_S,
+    REPO,
+    SIDE,
+    TOY,
+    VL,
+    ModelInputHang,
+    _ares,
+    assert_refused,
+    edited,
+    header_bytes,
+    model_dir,
+    toy_config,
+    toy_tensors,
+    write_weights,
+)
 from input_rows import one_plus_one, write_jsonl
-
-REPO = Path(__file__).resolve().parents[1]
-TOY = REPO / "ares_cli" / "toy" / "base"
-VL = REPO / "ares_cli" / "toy" / "vl_base"
-SIDE = ("tokenizer.json", "tokenizer_config.json", "generation_config.json", "chat_template.jinja")
-HANG_AFTER_S = 60  # a refusal takes well under a second; the first call of a session imports torch
-REFUSED_WITHIN_S = 5
-GIB = 2**30
-
-
-class ModelInputHang(Exception):
-    """An ``ares`` call that did not return within :data:`HANG_AFTER_S`."""
-
-
-def _ares(root: Path, *args: str):
-    return invoke_under_alarm(
-        ["--artifacts-root", str(root), *args], seconds=HANG_AFTER_S, hang=ModelInputHang
-    )
-
-
-def assert_refused(proc, *named: str, code: int = 3) -> None:
-    """Exit ``code``, no traceback, and an ``error:`` line on stderr holding each of ``named``."""
-    told = proc.stdout + proc.stderr
-    assert "Traceback" not in told, told[-2000:]
-    assert proc.returncode == code, told[-2000:]
-    errors = " ".join(proc.stderr.split())
-    assert "error" in errors.lower(), told[-2000:]
-    for words in named:
-        assert words in errors, (words, proc.stderr[-2000:])
-
-
-def toy_config() -> dict:
-    return json.loads((TOY / "config.json").read_text())
-
-
-def toy_tensors() -> dict[str, tuple[list[int], str]]:
-    raw = (TOY / "model.safetensors").read_bytes()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8 : 8 + n])
-    header.pop("__metadata__", None)
-    return {k: (v["shape"], v["dtype"]) for k, v in header.items()}
-
-
-def header_bytes(tensors: dict, *, widths=None) -> tuple[bytes, int]:
-    """A safetensors header for ``{name: (shape, dtype)}`` and the data bytes it declares."""
-    widths = widths or {"F32": 4, "F16": 2, "BF16": 2, "I64": 8, "F8_E4M3": 1}
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name, (shape, dtype) in tensors.items():
-        n = widths.get(dtype, 4)
-        plain = isinstance(shape, list) and all(isinstance(d, int) and 0 <= d < 2**20 for d in shape)
-        for d in shape if plain else ():  # a hostile shape gets 4 bytes: its entry is refused first
-            n *= d
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
-        offset += n
-    text = json.dumps(header).encode()
-    return text + b" " * (-len(text) % 8), offset
-
-
-def write_weights(path: Path, tensors: dict) -> None:
-    """A safetensors file for ``tensors``; its data region zeros (written, not a sparse hole)."""
-    text, data = header_bytes(tensors)
-    with path.open("wb") as fh:
-        fh.write(struct.pack("<Q", len(text)) + text)
-        fh.truncate(8 + len(text) + data)  # a few MB: under the size a stage calls sparse
-
-
-def model_dir(tmp: Path, *, config=None, raw_config: bytes | None = None, tensors=None, weights=True) -> Path:
-    """The toy base model in ``tmp/model`` with its config, tensors or weights file replaced."""
-    out = tmp / "model"
-    out.mkdir(parents=True)
-    for name in SIDE:
-        shutil.copyfile(TOY / name, out / name)
-    if raw_config is None:
-        raw_config = json.dumps(toy_config() if config is None else config).encode()
-    (out / "config.json").write_bytes(raw_config)
-    if tensors is not None:
-        write_weights(out / "model.safetensors", tensors)
-    elif weights:
-        shutil.copyfile(TOY / "model.safetensors", out / "model.safetensors")
-    return out
-
-
-def edited(**changes) -> dict:
-    config = toy_config()
-    for key, value in changes.items():
-        if value is DROP:
-            config.pop(key, None)
-        else:
-            config[key] = value
-    return config
-
-
-DROP = object()
 
 # ------------------------------------------------------------------ config.json fields (exit 3, field)
 
