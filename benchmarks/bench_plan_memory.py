@@ -2,7 +2,7 @@
 
 Models: random-initialised models with real configurations at reduced depth: the toy model and
 SmolLM2-135M's Llama config (built here from a few config values), and the Qwen2.5-0.5B (2 layers) and
-Qwen2.5-Math-1.5B (1 layer) shape twins' configurations (``ares_cli/toy/twins.py``). Each shape runs the
+Qwen2.5-Math-1.5B (1 layer) shape twins' configurations (``ares_cli/rehearsal/twins.py``). Each shape runs the
 stage's own code: an RL micro-step is ``forward_stats`` (the statistics the algorithm trains on) + the
 policy-gradient loss + backward with gradients and AdamW states already allocated (as in every
 micro-batch after a mini-batch's first); an SFT step is two micro-batches of ``micro_loss`` + backward and
@@ -91,7 +91,7 @@ def build_model(name: str, dtype: torch.dtype):
     values = dict(CONFIGS[name])
     torch.manual_seed(0)
     if "twin" in values:
-        from ares_cli.toy.twins import twin_config
+        from ares_cli.rehearsal.twins import twin_config
 
         return AutoModelForCausalLM.from_config(twin_config(values["twin"], layers=values["layers"])).to(
             dtype

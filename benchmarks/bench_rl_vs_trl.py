@@ -58,7 +58,7 @@ def model_dir(name: str, out: Path) -> Path:
     if name == "llama30m":
         return llama30m(out)
     if name.startswith("twin:"):
-        from ares_cli.toy.twins import build_twin
+        from ares_cli.rehearsal.twins import build_twin
 
         _, twin, layers = name.split(":")
         build_twin(twin, out, layers=int(layers))

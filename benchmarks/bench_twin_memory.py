@@ -96,8 +96,8 @@ def _available_gib() -> float:
 def run(tokens: list[int], twin_dir: str | None = None, max_gib: float | None = None, *,
         steps: tuple[str, ...] = ("rl", "sft"), toy: bool = True,
         checkpointing: tuple[bool, ...] = (False,), paths: tuple[str, ...] = ("fused", "logits")) -> dict:  # fmt: skip
+    from ares_cli.rehearsal.twins import build_twin
     from ares_cli.toy.build import base_dir
-    from ares_cli.toy.twins import build_twin
 
     with tempfile.TemporaryDirectory() as tmp:
         if twin_dir is None:

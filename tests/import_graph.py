@@ -37,7 +37,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("config", "pipeline", "store", "scoring", "grading"),
     ("algorithms", "data"),
     ("models", "report"),
-    ("generation", "toy", "training"),
+    ("generation", "rehearsal", "toy", "training"),
     ("training.rl",),
     ("stages",),
     ("planning",),

@@ -1,5 +1,5 @@
 """Shape twins at full depth without their weights, for ``ares plan`` tests: the twin's ``config.json`` and
-``generation_config.json`` (``ares_cli/toy/twins.py``), its offline Qwen2.5 tokenizer, and a safetensors
+``generation_config.json`` (``ares_cli/rehearsal/twins.py``), its offline Qwen2.5 tokenizer, and a safetensors
 file whose header declares every tensor ``ares toy twin`` would save, at its true shape (the data region
 is a sparse hole: no bytes are written). ``ares plan`` reads only configs, headers and the tokenizer, so
 it sizes this directory exactly as it sizes ``ares toy twin NAME --layers FULL``'s (3 GB for the 1.5B).
@@ -18,7 +18,7 @@ def twin_tensors(name: str, layers: int | None = None) -> dict[str, list[int]]:
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
-    from ares_cli.toy.twins import twin_config, twin_spec
+    from ares_cli.rehearsal.twins import twin_config, twin_spec
 
     config = twin_config(name, layers)
     auto = AutoModelForImageTextToText if twin_spec(name).kind == "vl" else AutoModelForCausalLM
@@ -53,8 +53,8 @@ def header_only_twin(directory: Path, name: str = "qwen2.5-math-1.5b", layers: i
     """``directory`` holding twin ``name`` at ``layers`` (default: its full depth), weights left out."""
     from transformers import GenerationConfig
 
-    from ares_cli.toy.qwen_tokenizer import build_tokenizer
-    from ares_cli.toy.twins import twin_config, twin_spec, vl_processor
+    from ares_cli.rehearsal.qwen_tokenizer import build_tokenizer
+    from ares_cli.rehearsal.twins import twin_config, twin_spec, vl_processor
 
     spec = twin_spec(name)
     layers = layers or spec.full_layers

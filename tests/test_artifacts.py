@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from ares_cli.errors import IntegrityError, StageFailure, StageLocked
-from ares_cli.store.artifacts import ArtifactStore, InputRef, RowLog, stage_key
+from ares_cli.store.artifacts import ArtifactStore, InputRef, stage_key
+from ares_cli.store.rowlog import RowLog
 
 
 def _open(store, config=None, inputs=(), force=False):

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from ares_cli.data.jsonl import sha256_file, sha256_records
 from ares_cli.data.loader import load_problems, parse_hf_spec
 from ares_cli.errors import EXIT_USAGE, InputError, InputErrors, UsageError
+from ares_cli.store.hashing import sha256_file, sha256_records
 
 GSM_ROWS = [
     {"question": "Janet has 3 apples and buys 4. How many?", "answer": "3 + 4 = <<3+4=7>>7\n#### 7"},

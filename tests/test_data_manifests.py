@@ -104,7 +104,7 @@ def test_local_manifest_with_field_map_via_env(tmp_path, monkeypatch):
         "id": "mine-2", "source": "mine-src", "problem": "q2", "answer": "4", "meta": {"tag": "t", "difficulty": 2},
     }  # fmt: skip
     assert len(loaded) == 3 and loaded.provenance["total_rows"] == 5 and loaded.provenance["limit"] == 3
-    from ares_cli.data.jsonl import sha256_file
+    from ares_cli.store.hashing import sha256_file
 
     assert loaded.provenance["sha256"] == sha256_file(data / "mine.jsonl")
     # the manifest's field map can be overridden from the command line

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ares_cli.data.jsonl import read_jsonl, sha256_records, write_jsonl
+from ares_cli.data.jsonl import read_jsonl, write_jsonl
 from ares_cli.data.records import normalise_answer, normalise_id, validate_problems
 from ares_cli.errors import EXIT_INPUT, InputError, InputErrors
+from ares_cli.store.hashing import sha256_records
 
 
 @pytest.mark.parametrize(

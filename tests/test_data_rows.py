@@ -269,7 +269,7 @@ def test_eval_with_skip_invalid_rows_records_every_skipped_row_in_its_stats(tmp_
 
 def test_data_check_reports_answer_forms_and_prompt_token_quantiles(tmp_path, tiny_model_dir):
     from ares_cli.data.summary import check_source, quantiles
-    from ares_cli.planning.data_checks import sampling_prompt_lengths
+    from ares_cli.planning.input_checks import sampling_prompt_lengths
     from ares_cli.stages.sampling import SamplingConfig
 
     rows = [("1", "42", None), ("2", "\\frac{1}{2}", None), ("3", "B", None), ("4", "A, C", None),

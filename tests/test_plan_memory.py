@@ -85,7 +85,7 @@ def test_zero_formulas_match_deepspeeds_estimators():
     from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
     from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
 
-    from ares_cli.planning.zero import zero_formula
+    from ares_cli.planning.memory import zero_formula
 
     p, largest = 1_543_714_304, 233_373_696
     for gpus, nodes in ((1, 1), (8, 1), (8, 2)):
@@ -142,7 +142,7 @@ def test_a_config_that_contradicts_the_headers_is_refused():
 
 
 def test_rl_micro_batch_by_rows_budget_and_packing():
-    from ares_cli.planning.estimate_rl import rl_micro_batch
+    from ares_cli.planning.rl import rl_micro_batch
     from ares_cli.training.rl.config import resolve_rl_config
 
     rows = ["optim.max_tokens_per_micro_batch=null"]
@@ -225,7 +225,7 @@ def test_estimate_within_25_percent_of_a_measured_toy_step(index):
 def test_measured_throughput_is_the_median_per_rank(tmp_path):
     import json
 
-    from ares_cli.planning.machine import measured_throughput
+    from ares_cli.planning.target import measured_throughput
 
     run = tmp_path / "rl-abc"
     run.mkdir()

@@ -120,7 +120,7 @@ def test_ares_vl_7b_on_8x80_fits_with_every_term_of_the_sleeping_layout(vl7b, tm
 def _twin_shapes(name: str) -> dict[str, list[int]]:
     from plan_models import twin_tensors
 
-    from ares_cli.toy.twins import twin_spec
+    from ares_cli.rehearsal.twins import twin_spec
 
     return twin_tensors(name, twin_spec(name).full_layers)
 

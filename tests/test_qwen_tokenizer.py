@@ -8,7 +8,7 @@ import unicodedata
 
 import pytest
 
-from ares_cli.toy.qwen_tokenizer import build_tokenizer, tokenizer_dir
+from ares_cli.rehearsal.qwen_tokenizer import build_tokenizer, tokenizer_dir
 
 PIECES = [
     r"Let $f(x) = \frac{3x^2 - 5x + 2}{x - 1}$ for $x \neq 1$.",

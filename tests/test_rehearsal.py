@@ -79,12 +79,12 @@ def test_the_rehearsal_renders_with_the_twin_and_the_stand_ins(name, tmp_path):
 def test_the_shipped_stand_ins_are_what_the_generator_writes(tmp_path):
     from PIL import Image
 
-    from ares_cli.toy.rehearsal_data import REHEARSAL_DIR, write_all
+    from ares_cli.rehearsal.stand_in_data import DATA_DIR, write_all
 
     write_all(tmp_path)
-    for path in sorted(REHEARSAL_DIR.rglob("*")):
+    for path in sorted(DATA_DIR.rglob("*")):
         if path.is_file():
-            fresh = tmp_path / path.relative_to(REHEARSAL_DIR)
+            fresh = tmp_path / path.relative_to(DATA_DIR)
             if path.suffix == ".png":  # pixels, not PNG bytes (encoder versions differ)
                 assert Image.open(path).tobytes() == Image.open(fresh).tobytes(), path
             else:
@@ -112,7 +112,7 @@ def test_teacher_traces_grade_as_they_were_written():
 
     gold = {p["id"]: p["answer"] for p in load_problems("rehearse-math-train").records}
     rows = [
-        json.loads(line) for line in (ROOT / "ares_cli/toy/rehearsal/teacher.jsonl").read_text().splitlines()
+        json.loads(line) for line in (ROOT / "ares_cli/rehearsal/data/teacher.jsonl").read_text().splitlines()
     ]
     with GradingPool("math_verify", workers=1, timeout_s=10) as pool:
         grades = pool.grade([(gold[r["problem_id"]], r["response"]) for r in rows])
@@ -128,7 +128,7 @@ def test_vl_teacher_traces_grade_correct_and_a_wrong_guess_does_not():
     gold = {p["id"]: p["answer"] for p in load_problems("rehearse-vl-train").records}
     rows = [
         json.loads(line)
-        for line in (ROOT / "ares_cli/toy/rehearsal/vl-teacher.jsonl").read_text().splitlines()
+        for line in (ROOT / "ares_cli/rehearsal/data/vl-teacher.jsonl").read_text().splitlines()
     ]
     other = {"A": "B", "B": "A", "3": "4", "4": "3"}
     wrong = [

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ares_cli.errors import UsageError
-from ares_cli.toy.twins import TWINS, twin_config, twin_layers
+from ares_cli.rehearsal.twins import TWINS, twin_config, twin_layers
 
 PUBLISHED = {  # name: (hidden, intermediate, heads, kv heads, full layers, vocab, tied, context)
     "qwen2.5-math-1.5b": (1536, 8960, 12, 2, 28, 151936, True, 4096),

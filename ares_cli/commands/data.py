@@ -86,7 +86,7 @@ def _prompt_tokens(model: str):
     processor), as ``ares eval`` renders them by default."""
 
     def count(records: list[dict]) -> list[int]:
-        from ares_cli.planning.data_checks import sampling_prompt_lengths
+        from ares_cli.planning.input_checks import sampling_prompt_lengths
         from ares_cli.stages.sampling import SamplingConfig
 
         return sampling_prompt_lengths(records, model, SamplingConfig())

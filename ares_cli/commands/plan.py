@@ -42,7 +42,7 @@ def planned(stage_command, planner, name: str):
     params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in inspect.signature(stage_command).parameters.values()]  # fmt: skip
 
     def command(ctx: typer.Context, **kwargs) -> None:
-        from ares_cli.planning.machine import make_target
+        from ares_cli.planning.target import make_target
 
         opts = options(ctx)
         target = make_target(opts, **{k: kwargs.pop(k) for k in PLAN_NAMES})
@@ -67,28 +67,28 @@ def planned(stage_command, planner, name: str):
 
 def _rl(opts, args, target):
     from ares_cli.commands import rl
-    from ares_cli.planning.plan_rl import plan_rl
+    from ares_cli.planning.rl import plan_rl
 
     return plan_rl(lambda **kw: rl.prepare(opts, **args, **kw), target)
 
 
 def _sft(opts, args, target):
     from ares_cli.commands import sft
-    from ares_cli.planning.plan_sft import plan_sft
+    from ares_cli.planning.sft import plan_sft
 
     return plan_sft(lambda **kw: sft.prepare(opts, **args, **kw), target)
 
 
 def _passrate(opts, args, target):
     from ares_cli.commands import passrate
-    from ares_cli.planning.plan_sampling import plan_passrate
+    from ares_cli.planning.sampling import plan_passrate
 
     return plan_passrate(opts, args, target, resolve_config=passrate.resolve_config)
 
 
 def _eval(opts, args, target):
     from ares_cli.commands import eval as eval_command
-    from ares_cli.planning.plan_sampling import plan_eval
+    from ares_cli.planning.sampling import plan_eval
 
     return plan_eval(opts, args, target, command=eval_command)
 

@@ -102,8 +102,8 @@ def twin_command(
     force: Annotated[bool, typer.Option("--force", help="Rebuild even when up to date.")] = False,
 ) -> None:
     """A random-initialised model with a paper model's real configuration, tokenizer and (VL) processor."""
-    from ares_cli.toy import twins
-    from ares_cli.toy.qwen_tokenizer import BUILD_VERSION, vocab_file
+    from ares_cli.rehearsal import twins
+    from ares_cli.rehearsal.qwen_tokenizer import BUILD_VERSION, vocab_file
 
     opts = options(ctx)
     n = twins.twin_layers(name, layers)

@@ -1,4 +1,4 @@
-"""JSON Lines I/O and content hashing shared by every stage.
+"""JSON Lines I/O shared by every stage (content hashes are :mod:`ares_cli.store.hashing`'s).
 
 Readers name the file and 1-based line of every malformed row; writers are atomic (temp file + rename).
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ares_cli.errors import InputError, InputErrors
-from ares_cli.store.hashing import canonical_json, json_default, sha256_file, sha256_records  # noqa: F401  (re-exported)
+from ares_cli.store.hashing import json_default
 
 
 def parse_jsonl(path: str | Path) -> tuple[list[tuple[int, dict]], list[InputError]]:

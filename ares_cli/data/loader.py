@@ -21,11 +21,11 @@ from typing import Any
 
 from ares_cli.data import tables
 from ares_cli.data.fieldmap import FieldMap
-from ares_cli.data.jsonl import sha256_file, sha256_records
 from ares_cli.data.manifests import HFSource, Manifest, list_manifests, load_manifest
 from ares_cli.data.records import raise_errors
 from ares_cli.data.rows import RowRules, collect, subset_match, unmatched_exclusions
 from ares_cli.errors import InputError, InputErrors, UsageError
+from ares_cli.store.hashing import sha256_file, sha256_records
 
 TABLE_SUFFIXES = tables.TABLE_SUFFIXES
 _HF_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")

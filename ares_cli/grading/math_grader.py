@@ -52,13 +52,12 @@ from ares_cli.grading.answer_forms import (
     tuple_parts,
 )
 from ares_cli.grading.answer_statements import is_letter, option_label, strip_answer_label
-from ares_cli.grading.comparisons import (  # noqa: F401 - compare_item, compare_items: old import paths
+from ares_cli.grading.comparisons import (
     _UNTRUSTED,
     UNDECIDED,
     best,
     compare_forms,
     compare_item,
-    compare_items,
     same_text,
 )
 from ares_cli.grading.final_answers import several_answers

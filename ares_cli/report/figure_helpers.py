@@ -75,7 +75,7 @@ def _short_id(name: str) -> str:
     return name[: -len(".partial")] if name.endswith(".partial") else name
 
 
-def plain_text(draw: Callable[P, R]) -> Callable[P, R]:
+def without_mathtext(draw: Callable[P, R]) -> Callable[P, R]:
     """Run ``draw`` with matplotlib's math parsing off: a label with ``$`` (``$\\frac{$``: LaTeX is
     everywhere in math datasets) is drawn as written instead of failing as mathtext. Scoped to the call
     (``rc_context``), so no global matplotlib state changes."""

@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ares_cli.report import plot_eval, plot_passrate, plot_rl
-from ares_cli.report.figure_helpers import Artifact, plain_text
+from ares_cli.report.figure_helpers import Artifact, without_mathtext
 
 
-@plain_text
+@without_mathtext
 def plot_artifacts(artifacts: list[Artifact], out_dir: str | Path) -> list[Path]:
     """Every figure of every artifact (PNG and SVG), plus comparisons where several share a kind."""
     out_dir = Path(out_dir)

@@ -6,14 +6,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ares_cli.report.figure_helpers import legend_label, plain_text
+from ares_cli.report.figure_helpers import legend_label, without_mathtext
 
 
-@plain_text
+@without_mathtext
 def plot_length_vs_passrate(points: Sequence[Mapping[str, Any]], path: str | Path) -> None:
     """Scatter chosen length vs pass rate (one colour per source) with the L_target line, saved to
     ``path``. matplotlib is imported here and drawn through a bare ``Figure`` with the Agg canvas, so no
-    pyplot state or global backend switch is involved; every label is plain text (:func:`plain_text`)."""
+    pyplot state or global backend switch is involved; every label is drawn as written (:func:`without_mathtext`)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -29,7 +29,6 @@ from ares_cli.store.integrity import (
     stat_key,
 )
 from ares_cli.store.provenance import LOCK_FILE, MANIFEST
-from ares_cli.store.rowlog import RowLog  # noqa: F401  (its old import path)
 from ares_cli.store.stage_run import SCHEMA_VERSION, InputRef, StageRun
 
 __all__ = [

@@ -26,7 +26,7 @@ def token_budget(
     ``CPU_AUTO_BUDGET``: there a pass costs about its tokens, and a larger one only pads more. On a GPU it is
     ``max(AUTO_BUDGET, rows x the longest row)``: ``rows`` (``micro_batch_size``) of the longest row is the
     micro-batch the plan's memory estimate checks against the GPU (``ares plan``,
-    ``planning.estimate_rl.rl_micro_batch``), so "auto" holds no more activations than that estimate, and
+    ``planning.rl.rl_micro_batch``), so "auto" holds no more activations than that estimate, and
     packs more of the shorter rows into each pass, where fewer, larger passes are cheaper."""
     if setting != "auto":
         return setting

@@ -1,5 +1,5 @@
 """Where the RL trainer's frozen reference model lives, from ``kl.reference`` and the policy's ZeRO stage: a
-rule the trainer (``training/rl/reference.py``) and ``ares plan`` (``planning/estimate_rl.py``) share."""
+rule the trainer (``training/rl/reference.py``) and ``ares plan`` (``planning/rl.py``) share."""
 
 from __future__ import annotations
 

@@ -157,7 +157,7 @@ class MetricLog:
         run_id: str | None = None,
         project: str = "ares",
     ):
-        from ares_cli.store.artifacts import RowLog
+        from ares_cli.store.rowlog import RowLog
 
         self.rows, self.trackers = None, []
         if not is_main:

@@ -12,7 +12,7 @@ Real-looking records in the Problem schema, generated from seeded templates with
 - ``teacher.jsonl`` / ``vl-teacher.jsonl``: per training problem, worked solutions of different lengths
   (one with a slip), the candidate responses AdaCS curates from, as ARES curates a teacher's traces.
 
-The files ship in ``ares_cli/toy/rehearsal/`` (a few hundred KB); :func:`write_all` regenerates them.
+The files ship in ``ares_cli/rehearsal/data/`` (a few hundred KB); :func:`write_all` regenerates them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import random
 from fractions import Fraction
 from pathlib import Path
 
-REHEARSAL_DIR = Path(__file__).parent / "rehearsal"
+DATA_DIR = Path(__file__).parent / "data"
 SOURCE = "rehearsal"
 
 
@@ -264,7 +264,7 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows))
 
 
-def write_all(out: Path = REHEARSAL_DIR, seed: int = 0) -> dict[str, int]:
+def write_all(out: Path = DATA_DIR, seed: int = 0) -> dict[str, int]:
     """(Re)write every stand-in file under ``out``; returns rows per file."""
     out.mkdir(parents=True, exist_ok=True)
     vl_train = vl_split("vl-train", 12, seed, out)

