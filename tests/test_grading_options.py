@@ -215,7 +215,7 @@ def test_choice_or_math_per_row():
 
 
 def test_choice_golds_are_checked_per_row(tmp_path):
-    from ares_cli.stages.prepare_eval import check_choice_golds
+    from ares_cli.data.gold_check import check_choice_golds
 
     rows = [{"id": "a", "answer": "145°", "meta": {"options": ["145°", "150°"]}}, {"id": "b", "answer": "7"}]
     check_choice_golds(

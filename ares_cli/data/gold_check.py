@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ares_cli.errors import InputError
 from ares_cli.grading.answer_forms import control_characters, plain_text, repair_escapes, strip_delimiters
 
 
@@ -79,3 +80,29 @@ def gold_warnings(
                 detail = f"graded {res.grade} by {label}" + (f": {res.detail}" if res.detail else "")
                 out.append(warning(i, "gold not graded correct against itself", detail))
     return out
+
+
+def check_choice_golds(
+    problems: list[dict], grader: str, source: str, trust_code: bool = False, locations=None
+) -> None:
+    """A choice grader needs every gold to name an option: report each one that does not (exit 3), by its
+    file and row when ``locations`` (one ``(file, row)`` per problem) are known. Every sampling stage
+    calls it when its data loads (eval, passrate, rl), so a bad gold never becomes a 'hard' problem."""
+    from ares_cli.grading import resolve_grader
+    from ares_cli.grading.judge import parse_judge_grader
+
+    spec = None if parse_judge_grader(grader) else resolve_grader(grader, trust_code=trust_code)
+    if spec is None or not spec.with_options:
+        return
+    from ares_cli.errors import InputErrors
+    from ares_cli.grading.choice import gold_problem
+
+    per_row, grading = spec.name == "choice_or_math", spec.grading_options()
+    errors = []
+    for i, p in enumerate(problems):
+        file, row = locations[i] if locations is not None else (source, None)
+        options = (p.get("meta") or {}).get("options")
+        if (problem := gold_problem(p["answer"], options, per_row=per_row, grading=grading)) is not None:
+            errors.append(InputError(f"problem {p['id']}: {problem}", file=file, row=row, field="answer"))
+    if errors:
+        raise InputErrors(errors)

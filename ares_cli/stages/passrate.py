@@ -179,7 +179,7 @@ def prepare_passrate(
         checks.run("images vs model",
                    lambda: check_image_support(out.loaded.records, out.loaded.locations, out.model_path))  # fmt: skip
     if out.loaded is not None:  # a bad gold must never become a 'hard' problem
-        from ares_cli.stages.prepare_eval import check_choice_golds
+        from ares_cli.data.gold_check import check_choice_golds
 
         checks.run("choice golds", lambda: check_choice_golds(out.loaded.records, cfg.grader, data, cfg.trust_grader_code,
                                                        out.loaded.locations))  # fmt: skip

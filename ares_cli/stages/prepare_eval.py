@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ares_cli.config import to_dict
+from ares_cli.data.gold_check import check_choice_golds
 from ares_cli.data.jsonl import read_jsonl
 from ares_cli.errors import InputError, UsageError
 from ares_cli.stages.sampling import MAX_K
@@ -250,29 +251,3 @@ def _regrade_plan(directory: Path, manifest: dict[str, Any], cfg) -> list[dict[s
 def _safe_name(name: str) -> bool:
     """A single path component: no separator, not ``.``/``..``, no NUL (what :func:`bench_name` writes)."""
     return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
-
-
-def check_choice_golds(
-    problems: list[dict], grader: str, source: str, trust_code: bool = False, locations=None
-) -> None:
-    """A choice grader needs every gold to name an option: report each one that does not (exit 3), by its
-    file and row when ``locations`` (one ``(file, row)`` per problem) are known. Every sampling stage
-    calls it when its data loads (eval, passrate, rl), so a bad gold never becomes a 'hard' problem."""
-    from ares_cli.grading import resolve_grader
-    from ares_cli.grading.judge import parse_judge_grader
-
-    spec = None if parse_judge_grader(grader) else resolve_grader(grader, trust_code=trust_code)
-    if spec is None or not spec.with_options:
-        return
-    from ares_cli.errors import InputErrors
-    from ares_cli.grading.choice import gold_problem
-
-    per_row, grading = spec.name == "choice_or_math", spec.grading_options()
-    errors = []
-    for i, p in enumerate(problems):
-        file, row = locations[i] if locations is not None else (source, None)
-        options = (p.get("meta") or {}).get("options")
-        if (problem := gold_problem(p["answer"], options, per_row=per_row, grading=grading)) is not None:
-            errors.append(InputError(f"problem {p['id']}: {problem}", file=file, row=row, field="answer"))
-    if errors:
-        raise InputErrors(errors)

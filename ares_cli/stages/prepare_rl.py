@@ -163,7 +163,7 @@ def _data_steps(checks: Checklist, out: PreparedRL, data: str, val_data: str | N
         checks.run("images vs model", lambda: [check_image_support(d.records, d.locations, out.model_path)
                                                for d in loaded])  # fmt: skip
     if cfg is not None:  # a choice gold that names no option: exit 3 naming its row, before any work
-        from ares_cli.stages.prepare_eval import check_choice_golds
+        from ares_cli.data.gold_check import check_choice_golds
 
         for d, source in ((out.train, data), (out.val, val_data)):
             if d is not None:

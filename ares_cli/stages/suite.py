@@ -259,10 +259,10 @@ def prepare_suite(suite: Suite, cfg) -> None:
     """Every benchmark of the suite checked before the first eval runs: its data loads (the manifest or
     file exists, every record and image is valid) and its golds suit its grader; errors of all of them are
     reported together, naming the suite file and the benchmark (exit 3)."""
+    from ares_cli.data.gold_check import check_choice_golds
     from ares_cli.data.loader import load_problems
     from ares_cli.errors import AresError
     from ares_cli.grading.declared import grader_for
-    from ares_cli.stages.prepare_eval import check_choice_golds
 
     errors: list[InputError] = []
     for i, b in enumerate(suite.benches):
