@@ -87,9 +87,7 @@ def bench(args) -> dict:
         plan = plan_micro_batches(p_len, r_len, **plan_kw)
         rollout_pass(model, batch, stats=algo.rollout_stats(), prefix="old_", micro=args.micro, temperature=1.0,
                      max_tokens=cfg.optim.max_tokens_per_micro_batch, packed=packed)  # fmt: skip
-        batch.tok["advantages"] = (
-            torch.linspace(-1, 1, n)[:, None].expand_as(batch.response_mask).contiguous()
-        )
+        batch.tok.advantages = torch.linspace(-1, 1, n)[:, None].expand_as(batch.response_mask).contiguous()
         best = float("inf")
         for _ in range(args.repeats):
             model.zero_grad(set_to_none=True)

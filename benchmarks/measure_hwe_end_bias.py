@@ -68,7 +68,7 @@ def main() -> None:
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     batch = collate(groups, pad)
     rollout_pass(model, batch, stats=("entropy",), prefix="", micro=16, temperature=1.0)
-    report(batch.tok["entropy"], batch.response_mask, args, args.model)
+    report(batch.tok.entropy, batch.response_mask, args, args.model)
 
 
 def report(ent, mask, args, source: str) -> None:

@@ -67,11 +67,11 @@ MUTANTS: list[Mutant] = [
     M("trainer_ignores_kl_estimator", "the trainer uses kl.estimator", "_micro_loss",
       "kind=cfg.kl.estimator", 'kind="k3"'),
     M("trainer_ignores_kl_weights", "AEPO's token KL weights reach the KL term", "_micro_loss",
-      'weights=micro.tok.get("kl_weight")', "weights=None"),
+      'weights=micro.tok.kl_weight', "weights=None"),
     M("trainer_drops_entropy", "the entropy bonus gets the loss forward's entropy", "_micro_loss",
       "extras=LossExtras(entropy=stats.entropy, generator=generator)", "extras=LossExtras(generator=generator)"),
     M("trainer_advantage_eps", "loss.adv_eps reaches the estimator", "step_advantages",
-      "eps=cfg.loss.adv_eps", "eps=1e-6"),
+      "eps=loss.adv_eps", "eps=1e-6"),
     # ---- policy losses (policy_loss_core.py, policy_losses.py, gspo.py) --------------------------------
     M("log_ratio_clamp_ignored", "the policy log-ratio is clamped to +-loss.log_ratio_clamp", "token_ratio",
       "clamp_log_ratio(logprob - old_logprob.detach(), config)", "logprob - old_logprob.detach()"),

@@ -25,16 +25,16 @@ def _batch(seed: int = 0):
         response_ids=torch.randint(5, 90, (n, t), generator=gen), response_mask=mask,
         group=torch.tensor([0] * 4 + [1] * 4),
     )  # fmt: skip
-    batch.seq["correct"] = torch.tensor(CORRECT)
-    batch.seq["base_reward"] = torch.tensor(CORRECT)
+    batch.seq.correct = torch.tensor(CORRECT)
+    batch.seq.base_reward = torch.tensor(CORRECT)
     ent = torch.rand(n, t, generator=gen) * 2.0
     ent[3, :5] = 4.0  # the easy group's incorrect response explores a lot: the full reward penalises it
-    batch.tok["old_entropy"] = ent * mask
-    batch.tok["old_logprob"] = -torch.rand(n, t, generator=gen) * mask
-    batch.tok["ref_logprob"] = batch.tok["old_logprob"] - 0.3 * torch.rand(n, t, generator=gen) * mask
-    batch.tok["old_nucleus_entropy"] = torch.rand(n, t, generator=gen) * mask
-    batch.tok["old_nucleus_size"] = torch.randint(1, 6, (n, t), generator=gen)
-    batch.tok["old_top2_gap"] = torch.rand(n, t, generator=gen) * 3.0
+    batch.tok.old_entropy = ent * mask
+    batch.tok.old_logprob = -torch.rand(n, t, generator=gen) * mask
+    batch.tok.ref_logprob = batch.tok.old_logprob - 0.3 * torch.rand(n, t, generator=gen) * mask
+    batch.tok.old_nucleus_entropy = torch.rand(n, t, generator=gen) * mask
+    batch.tok.old_nucleus_size = torch.randint(1, 6, (n, t), generator=gen)
+    batch.tok.old_top2_gap = torch.rand(n, t, generator=gen) * 3.0
     return batch
 
 
@@ -56,8 +56,8 @@ def test_aepo_reward_shaping_off_gives_the_accuracy_reward():
     full.prepare(b_full), off.prepare(b_off)
     r_full, bonus_full, m_full = full.rewards(b_full)
     r_off, bonus_off, m_off = off.rewards(b_off)
-    assert not torch.equal(r_full, b_full.seq["base_reward"]) and m_full["aepo/shaping_abs_mean"] > 0
-    assert torch.equal(r_off, b_off.seq["base_reward"]) and bonus_off is None
+    assert not torch.equal(r_full, b_full.seq.base_reward) and m_full["aepo/shaping_abs_mean"] > 0
+    assert torch.equal(r_off, b_off.seq.base_reward) and bonus_off is None
     assert m_off == {"aepo/shaping_abs_mean": 0.0}
     metrics = off.after_step(b_off)
     assert not any(k.endswith(("/lambda", "/target")) for k in metrics)
@@ -83,7 +83,7 @@ def test_aepo_dynamic_kl_off_gives_uniform_kl_weights_and_a_still_controller():
     mask = b_off.response_mask
     w_off, w_full = off.kl_weights(b_off), full.kl_weights(b_full)
     torch.testing.assert_close(w_off, 0.01 * mask)  # kl_init on every response token, 0 at padding
-    assert b_off.tok["hwe"].sum() > 0  # windows exist, yet they are not relaxed
+    assert b_off.tok.hwe.sum() > 0  # windows exist, yet they are not relaxed
     assert len(torch.unique(w_full[mask.bool()])) > 1  # the full method varies per bucket and window
     kappa0 = list(off.kl_ctrl.kappa)
     m_off, m_full = off.after_step(b_off), full.after_step(b_full)
@@ -104,13 +104,13 @@ def test_paec_soft_mask_off_is_all_ones_on_response_tokens():
     b_full, b_off = _batch(), _batch()
     full.prepare(b_full), off.prepare(b_off)
     mask = b_off.response_mask
-    assert torch.equal(b_off.tok["paec_mask"], mask)
-    m_full = b_full.tok["paec_mask"][mask.bool()]
+    assert torch.equal(b_off.tok.paec_mask, mask)
+    m_full = b_full.tok.paec_mask[mask.bool()]
     assert float(m_full.mean()) < 0.5  # the full method is selective (quantile 0.8)
     # H_bar is then the plain mean nucleus entropy over all response tokens
-    h = b_off.tok["old_nucleus_entropy"]
+    h = b_off.tok.old_nucleus_entropy
     plain = float((h * mask).sum() / mask.sum())
-    assert float(masked_entropy(h, b_off.tok["paec_mask"], mask, eps=0.0)) == pytest.approx(plain)
+    assert float(masked_entropy(h, b_off.tok.paec_mask, mask, eps=0.0)) == pytest.approx(plain)
     score = torch.rand(mask.shape)
     assert torch.equal(position_mask(score, mask, PAECConfig(soft_mask=False)), mask)
 

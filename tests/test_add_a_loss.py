@@ -79,7 +79,7 @@ def test_the_config_checks_what_it_reads(registered):
     ):
         resolve_rl_config(sets=[f"loss.policy_loss={NAME}", "loss.cispo_eps_high=2"])
     cfg = resolve_rl_config(sets=[f"loss.policy_loss={NAME}", "loss.log_ratio_clamp=null"])
-    assert not per_micro_batch_statistics(cfg)
+    assert not per_micro_batch_statistics(cfg.loss)
 
 
 def test_a_short_rl_trains_with_it(registered, tiny_model_dir, tmp_path):

@@ -172,11 +172,11 @@ def _trajectory_batch():
               ["incorrect", "incorrect", "correct"])  # fmt: skip
     g.origin, g.prefix_len, g.context_len = [-1, -1, 0], [0, 0, 3], [0, 0, 3]
     b = collate([g], pad_id=0)
-    b.tok["old_entropy"] = torch.tensor(
+    b.tok.old_entropy = torch.tensor(
         [[2.0, 2.0, 2.0, 0.1, 0.1, 0.1], [0.1] * 4 + [0, 0], [0.1] * 3 + [0] * 3]
     )
-    b.seq["correct"] = torch.tensor([0.0, 0.0, 1.0])
-    b.seq["base_reward"] = b.seq["correct"].clone()
+    b.seq.correct = torch.tensor([0.0, 0.0, 1.0])
+    b.seq.base_reward = b.seq.correct.clone()
     return b
 
 
@@ -187,18 +187,14 @@ def test_branch_rows_statistics_cover_the_whole_trajectory():
     from ares_cli.training.rl.trajectory import own_positions, trajectory_view
 
     b = _trajectory_batch()
-    assert b.seq["context_len"].tolist() == [0, 0, 3] and b.seq["origin_row"].tolist() == [-1, -1, 0]
-    full, fmask = trajectory_view(
-        b.tok["old_entropy"], b.response_mask, b.seq["context_len"], b.seq["origin_row"]
-    )
+    assert b.seq.context_len.tolist() == [0, 0, 3] and b.seq.origin_row.tolist() == [-1, -1, 0]
+    full, fmask = trajectory_view(b.tok.old_entropy, b.response_mask, b.seq.context_len, b.seq.origin_row)
     assert full[2].tolist() == pytest.approx([2.0, 2.0, 2.0, 0.1, 0.1, 0.1]) and fmask.sum(1).tolist() == [
         6,
         4,
         6,
     ]
-    assert (
-        own_positions(full, b.response_mask, b.seq["context_len"]).tolist() == b.tok["old_entropy"].tolist()
-    )
+    assert own_positions(full, b.response_mask, b.seq.context_len).tolist() == b.tok.old_entropy.tolist()
 
     cfg = _cfg("algo=aepo", "aepo.window=2", "aepo.quantile=0.5")
     algo = build_algorithm(cfg, lambda t: t)
@@ -206,12 +202,12 @@ def test_branch_rows_statistics_cover_the_whole_trajectory():
     # window means (w = 2, complete windows): rollout 0 / branch: 2, 2, 1.05, 0.1, 0.1; rollout 1: 0.1 x 3.
     # per-trajectory medians: 1.05, 0.1, 1.05 -> tau = 2.2 / 3; windows >= tau: positions 0, 1, 2
     assert metrics["aepo/threshold"] == pytest.approx(2.2 / 3, abs=1e-6)
-    assert b.seq["n_he"].tolist() == [3.0, 0.0, 3.0]  # the branch holds its origin's windows
-    assert b.seq["trajectory_len"].tolist() == [6, 4, 6]
-    assert b.tok["hwe"][2].tolist() == [0.0] * 6  # none of the windows starts in the continuation
+    assert b.seq.n_he.tolist() == [3.0, 0.0, 3.0]  # the branch holds its origin's windows
+    assert b.seq.trajectory_len.tolist() == [6, 4, 6]
+    assert b.tok.hwe[2].tolist() == [0.0] * 6  # none of the windows starts in the continuation
     # the window starting at 2 (covering 2-3) reaches the branch's first trained token (trajectory position 3)
-    assert b.tok["kl_relaxed"][2].tolist() == [1.0] + [0.0] * 5
-    assert b.tok["kl_relaxed"][0].tolist() == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0]
+    assert b.tok.kl_relaxed[2].tolist() == [1.0] + [0.0] * 5
+    assert b.tok.kl_relaxed[0].tolist() == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0]
 
 
 def test_paec_soft_mask_threshold_is_the_trajectory_quantile():
@@ -219,13 +215,13 @@ def test_paec_soft_mask_threshold_is_the_trajectory_quantile():
 
     b = _trajectory_batch()
     # nucleus statistics: one-token nucleus everywhere except rollout 0's (and so the branch's) prefix
-    wide = b.tok["old_entropy"] > 1
-    b.tok["old_nucleus_entropy"] = torch.where(wide, b.tok["old_entropy"], 0.0)
-    b.tok["old_nucleus_size"] = torch.where(wide, 8, 1) * b.response_mask.long()
-    b.tok["old_top2_gap"] = torch.where(wide, 0.0, 50.0) * b.response_mask
+    wide = b.tok.old_entropy > 1
+    b.tok.old_nucleus_entropy = torch.where(wide, b.tok.old_entropy, 0.0)
+    b.tok.old_nucleus_size = torch.where(wide, 8, 1) * b.response_mask.long()
+    b.tok.old_top2_gap = torch.where(wide, 0.0, 50.0) * b.response_mask
     algo = build_algorithm(_cfg("algo=paec", "paec.quantile=0.5"), lambda t: t)
     algo.prepare(b)
-    m = b.tok["paec_mask"]
+    m = b.tok.paec_mask
     # the branch's continuation scores 0 (one-token nucleus); its trajectory median is 0 too only if the prefix
     # is ignored: with the prefix (3 high, 3 zero scores) the median is above 0, so the mask sits below 0.5
     assert float(m[2, 0]) < 0.5 - 1e-3

@@ -55,7 +55,7 @@ def _advantages(cfg, rewards, lengths, group_size):
     n, width = len(rewards), max(lengths)
     mask = torch.tensor([[1.0] * L + [0.0] * (width - L) for L in lengths])
     batch = SimpleNamespace(group=torch.arange(n) // group_size, response_mask=mask)
-    return step_advantages(cfg, torch.tensor(rewards), batch, lambda t: t)[0].tolist()
+    return step_advantages(cfg.loss, torch.tensor(rewards), batch, lambda t: t)[0].tolist()
 
 
 def test_every_key_is_in_the_table():
@@ -320,19 +320,15 @@ def test_gspo_token_mean_trl():
 def _trainer_loss(cfg, *, lp, ref, entropy=None, kl_weight=None):
     """The trainer's own loss call (``update._micro_loss``) on one micro-batch with zero advantages, so the
     policy term is 0 and what is left is the KL term and the entropy bonus as the trainer configures them."""
+    from ares_cli.training.rl.batch import SequenceValues, TokenValues
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.update import _micro_loss
 
     mask = torch.ones_like(lp)
     algo = build_algorithm(cfg, lambda t: t)
-    tok = {
-        "old_logprob": lp.detach(),
-        "advantages": torch.zeros(lp.shape[0], dtype=lp.dtype),
-        "ref_logprob": ref,
-    }
-    if kl_weight is not None:
-        tok["kl_weight"] = kl_weight
-    micro = SimpleNamespace(response_mask=mask, tok=tok, seq={})
+    tok = TokenValues(old_logprob=lp.detach(), advantages=torch.zeros(lp.shape[0], dtype=lp.dtype),
+                      ref_logprob=ref, kl_weight=kl_weight)  # fmt: skip
+    micro = SimpleNamespace(response_mask=mask, tok=tok, seq=SequenceValues())
     stats = SimpleNamespace(logprob=lp, entropy=torch.zeros_like(lp) if entropy is None else entropy)
     agg = Aggregation.from_mask("token_mean", mask)
     loss, _ = _micro_loss(

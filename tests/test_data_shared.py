@@ -91,8 +91,8 @@ def test_fitting_prompts_uses_the_lengths_it_is_given_and_encodes_nothing(monkey
     from ares_cli.training.rl.setup import fitting_prompts
 
     monkeypatch.setattr(rollout, "encode_prompts", lambda *a, **k: pytest.fail("prompts encoded again"))
-    cfg = SimpleNamespace(rollout=SimpleNamespace(max_prompt_tokens=10, max_new_tokens=4))
+    rollout = SimpleNamespace(max_prompt_tokens=10, max_new_tokens=4)
     problems = [{"id": str(i)} for i in range(4)]
     logged = []
-    kept = fitting_prompts(problems, None, cfg, logged.append, window=None, lengths=[3, 12, 10, 11])
+    kept = fitting_prompts(problems, None, rollout, logged.append, window=None, lengths=[3, 12, 10, 11])
     assert [p["id"] for p in kept] == ["0", "2"] and logged == ["rl: dropped 2 prompts longer than 10 tokens"]

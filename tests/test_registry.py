@@ -236,11 +236,11 @@ def test_micro_batch_statistics_come_from_the_entries():
     assert flagged == {"clip_cov", "kl_cov"}
     for name in POLICY_LOSSES.names():
         cfg = resolve_rl_config(sets=[f"loss.policy_loss={name}"])
-        assert per_micro_batch_statistics(cfg) == (name in flagged)
+        assert per_micro_batch_statistics(cfg.loss) == (name in flagged)
         assert budget_setting(cfg) == (None if name in flagged else "auto")
-    assert per_micro_batch_statistics(resolve_rl_config(sets=["algo=topent"]))
+    assert per_micro_batch_statistics(resolve_rl_config(sets=["algo=topent"]).loss)
     POLICY_LOSSES.register("batch_stat_probe", lambda *a, **k: None, micro_batch_statistics=True)
     try:
-        assert per_micro_batch_statistics(resolve_rl_config(sets=["loss.policy_loss=batch_stat_probe"]))
+        assert per_micro_batch_statistics(resolve_rl_config(sets=["loss.policy_loss=batch_stat_probe"]).loss)
     finally:
         POLICY_LOSSES.unregister("batch_stat_probe")

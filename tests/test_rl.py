@@ -167,7 +167,7 @@ def test_hooks_drive_the_trainer(tiny_model_dir, tmp_path):
 
         def rewards(self, batch):
             calls.append("rewards")
-            return -batch.seq["base_reward"], None, {}
+            return -batch.seq.base_reward, None, {}
 
         def kl_weights(self, batch):
             calls.append("kl_weights")
@@ -225,16 +225,14 @@ def test_gradient_independent_of_micro_batch(algo, tiny_model_dir):
         model = load_model(tiny_model_dir)
         algo_obj = build_algorithm(cfg, lambda t: t)
         batch = collate(groups, pad_id=0)
-        batch.seq["correct"] = torch.tensor([1.0, 0.0] * 4)
+        batch.seq.correct = torch.tensor([1.0, 0.0] * 4)
         top_p, top_k = algo_obj.nucleus
         o = cfg.optim
         rollout_pass(model, batch, stats=algo_obj.rollout_stats(), prefix="old_", micro=3, temperature=1.0,
                      top_p=top_p, top_k=top_k, max_tokens=o.max_tokens_per_micro_batch, packed=o.pack_sequences,
                      stats_path=o.stats_path)  # fmt: skip
-        batch.tok["ref_logprob"] = batch.tok["old_logprob"] + 0.1 * batch.response_mask
-        batch.tok["advantages"] = (
-            torch.linspace(-1, 1, 8)[:, None].expand_as(batch.response_mask).contiguous()
-        )
+        batch.tok.ref_logprob = batch.tok.old_logprob + 0.1 * batch.response_mask
+        batch.tok.advantages = torch.linspace(-1, 1, 8)[:, None].expand_as(batch.response_mask).contiguous()
         algo_obj.prepare(batch)
         minibatch_backward(model, batch, algo_obj, cfg, world_size=1, reduce=lambda t: t)
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
@@ -337,7 +335,7 @@ def test_algorithm_imports_run_one_way():
         }  # fmt: skip
 
     members = sorted(p.name for p in root.glob("algos*.py"))
-    assert {"algos.py", "algos_aepo_paec.py"} <= set(members)
+    assert {"algos.py", "algos_aepo.py", "algos_paec.py", "algos_aer.py"} <= set(members)
     for name in members:
         deps = imported(name)
         assert not any("registry" in d and "algorithms.registry" not in d for d in deps), name

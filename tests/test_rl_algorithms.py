@@ -29,12 +29,12 @@ def _paec_grad(tiny_model_dir, *sets):
     model = load_model(tiny_model_dir)
     algo = build_algorithm(cfg, lambda t: t)
     batch = collate(_groups(), pad_id=0)
-    batch.seq["correct"] = torch.tensor([1.0, 0.0] * 4)
+    batch.seq.correct = torch.tensor([1.0, 0.0] * 4)
     top_p, top_k = algo.nucleus
     rollout_pass(model, batch, stats=algo.rollout_stats(), prefix="old_", micro=3, temperature=1.0,
                  top_p=top_p, top_k=top_k)  # fmt: skip
-    batch.tok["ref_logprob"] = batch.tok["old_logprob"] + 0.1 * batch.response_mask
-    batch.tok["advantages"] = torch.linspace(-1, 1, 8)[:, None].expand_as(batch.response_mask).contiguous()
+    batch.tok.ref_logprob = batch.tok.old_logprob + 0.1 * batch.response_mask
+    batch.tok.advantages = torch.linspace(-1, 1, 8)[:, None].expand_as(batch.response_mask).contiguous()
     algo.prepare(batch)
     minibatch_backward(model, batch, algo, cfg, world_size=1, reduce=lambda t: t)
     return model, batch, torch.cat([p.grad.flatten() for p in model.parameters()])
@@ -50,7 +50,7 @@ def test_paec_term_reaches_the_weights(tiny_model_dir):
     model.zero_grad(set_to_none=True)
     model.train()
     stats = forward_stats(model, batch, stats=("nucleus_entropy",), temperature=1.0)
-    h_bar = masked_entropy(stats.nucleus_entropy, batch.tok["paec_mask"], batch.response_mask)
+    h_bar = masked_entropy(stats.nucleus_entropy, batch.tok.paec_mask, batch.response_mask)
     (-h_bar).backward()
     expect = torch.cat([p.grad.flatten() for p in model.parameters()])
     assert expect.abs().max() > 1e-6
@@ -60,15 +60,15 @@ def test_paec_term_reaches_the_weights(tiny_model_dir):
 def test_paec_hbar_scope_step_versus_minibatch():
     """ "step": one H̄ value (and gate) for every optimiser step; "minibatch": each mini-batch's own rows."""
     from ares_cli.algorithms.paec import PAECConfig
-    from ares_cli.training.rl.algos_aepo_paec import PAEC
-    from ares_cli.training.rl.batch import RolloutBatch
+    from ares_cli.training.rl.algos_paec import PAEC
+    from ares_cli.training.rl.batch import RolloutBatch, TokenValues
 
     mask = torch.ones(4, 3)
     h = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [3.0, 3.0, 3.0], [3.0, 3.0, 3.0]])
     batch = RolloutBatch(torch.ones(4, 1, dtype=torch.long), torch.ones(4, 1, dtype=torch.long),
                          torch.ones(4, 3, dtype=torch.long), mask, torch.tensor([0, 0, 1, 1]),
-                         tok={"old_nucleus_entropy": h, "old_nucleus_size": torch.full((4, 3), 4),
-                              "old_top2_gap": torch.zeros(4, 3)})  # fmt: skip
+                         tok=TokenValues(old_nucleus_entropy=h, old_nucleus_size=torch.full((4, 3), 4),
+                                         old_top2_gap=torch.zeros(4, 3)))  # fmt: skip
     values = {}
     for scope in ("step", "minibatch"):
         cfg = _cfg("algo=paec", f"paec.hbar_scope={scope}", "paec.soft_mask=false")
@@ -79,7 +79,7 @@ def test_paec_hbar_scope_step_versus_minibatch():
         for rows in (slice(0, 2), slice(2, 4)):
             mb = batch.rows(rows)
             algo.minibatch_start(mb)
-            stats = type("S", (), {"nucleus_entropy": mb.tok["old_nucleus_entropy"].clone().requires_grad_()})
+            stats = type("S", (), {"nucleus_entropy": mb.tok.old_nucleus_entropy.clone().requires_grad_()})
             _, m = algo.extra_loss(mb, stats)
             got.append(m["paec/h_bar"])
         values[scope] = got
@@ -93,22 +93,22 @@ def test_aepo_kl_weight_on_non_start_window_tokens_follows_scope(scope):
     """One response, window 2, a high-entropy spike at positions 2-3: the flagged start is 2 (and 1, whose
     window reaches 2); with scope "window" every token of the flagged windows is relaxed, with "start" only
     the starts."""
-    from ares_cli.training.rl.algos_aepo_paec import AEPO
-    from ares_cli.training.rl.batch import RolloutBatch
+    from ares_cli.training.rl.algos_aepo import AEPO
+    from ares_cli.training.rl.batch import RolloutBatch, SequenceValues, TokenValues
 
     ent = torch.tensor([[0.1, 0.1, 5.0, 5.0, 0.1, 0.1, 0.1, 0.1]] * 2)
     mask = torch.ones_like(ent)
     batch = RolloutBatch(torch.ones(2, 1, dtype=torch.long), torch.ones(2, 1, dtype=torch.long),
                          torch.ones(2, 8, dtype=torch.long), mask, torch.tensor([0, 0]),
-                         seq={"correct": torch.tensor([1.0, 0.0]), "base_reward": torch.tensor([1.0, 0.0])},
-                         tok={"old_entropy": ent})  # fmt: skip
+                         seq=SequenceValues(correct=torch.tensor([1.0, 0.0]), base_reward=torch.tensor([1.0, 0.0])),
+                         tok=TokenValues(old_entropy=ent))  # fmt: skip
     cfg = _cfg("algo=aepo", "rollout.group_size=2", "aepo.window=2", "aepo.quantile=0.8", f"aepo.kl_scope={scope}",
                "aepo.kl_rho=0.5", "aepo.kl_init=0.01")  # fmt: skip
     algo = AEPO(cfg, lambda t: t)
     algo.prepare(batch)
     # per-row 80th percentile: 0.1 + ... = sorted [.1]*6 + [5, 5]: pos 5.6 -> 0.1 + 0.6*4.9 = 3.04
     # windows (paper, w = 2): [0.1, 2.55, 5.0, 2.55, 0.1, ...] -> starts 2 only (>= 3.04)
-    assert batch.tok["hwe"][0].tolist() == [0, 0, 1, 0, 0, 0, 0, 0]
+    assert batch.tok.hwe[0].tolist() == [0, 0, 1, 0, 0, 0, 0, 0]
     w = algo.kl_weights(batch)[0]
     relaxed = [2, 3] if scope == "window" else [2]
     expect = [0.01 * (0.5 if t in relaxed else 1.0) for t in range(8)]

@@ -53,7 +53,7 @@ def _rl_step(model_dir, algo: str, *sets: str):
 
     from ares_cli.models import load_model
     from ares_cli.training.rl import phases
-    from ares_cli.training.rl.batch import collate
+    from ares_cli.training.rl.batch import BatchMeta, collate
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.step_metrics import Timer
 
@@ -68,17 +68,17 @@ def _rl_step(model_dir, algo: str, *sets: str):
     run.optimizer = _Recorder(model)
     groups = _groups()
     batch = collate(groups, pad_id=0)
-    batch.seq["base_reward"] = torch.tensor([x for g in groups for x in g.correct], dtype=torch.float32)
-    batch.seq["correct"] = batch.seq["base_reward"].clone()
-    batch.meta.update(tokenizer=tiny_tokenizer(), step_groups=len(groups))
+    batch.seq.base_reward = torch.tensor([x for g in groups for x in g.correct], dtype=torch.float32)
+    batch.seq.correct = batch.seq.base_reward.clone()
+    batch.meta = BatchMeta(tokenizer=tiny_tokenizer(), step_groups=len(groups))
     phases.old_policy_pass(run, batch)
-    ran_pass = "old_logprob" in batch.tok
+    ran_pass = batch.tok.old_logprob is not None
     phases.reference_pass(run, batch)
     rewards, bonus, _ = phases.reward(run, batch)
     phases.advantage(run, batch, rewards, bonus)
     metrics, _ = phases.update(run, batch, step=0, opt_step=0, timer=Timer())
     mask = batch.response_mask
-    entropy = float((batch.tok["old_entropy"] * mask).sum() / mask.sum())
+    entropy = float((batch.tok.old_entropy * mask).sum() / mask.sum())
     return run.optimizer.grads[0], metrics, entropy, ran_pass
 
 
@@ -127,7 +127,7 @@ def test_the_pass_stays_when_the_update_is_not_strictly_on_policy():
 
     def decide(*sets, groups=8, world=1):
         cfg = _cfg("rollout.prompts_per_step=8", *sets)
-        return on_policy(cfg, build_algorithm(cfg, lambda t: t), groups, world)
+        return on_policy(cfg.optim, build_algorithm(cfg, lambda t: t), groups, world)
 
     assert decide("optim.mini_batch_size=8")
     assert decide("optim.mini_batch_size=8", world=2)

@@ -107,9 +107,7 @@ def test_rescoring_sees_the_same_images_as_each_row_alone(tiny_vl_dir, vl_images
             lp = torch.log_softmax(logits.float(), -1)[len(g.prompt_ids) - 1 : -1].gather(
                 -1, torch.tensor(resp)[:, None]
             )
-            torch.testing.assert_close(
-                batch.tok["old_logprob"][row, : len(resp)], lp[:, 0], atol=1e-4, rtol=0
-            )
+            torch.testing.assert_close(batch.tok.old_logprob[row, : len(resp)], lp[:, 0], atol=1e-4, rtol=0)
             row += 1
     from PIL import Image, ImageOps
 
@@ -121,7 +119,7 @@ def test_rescoring_sees_the_same_images_as_each_row_alone(tiny_vl_dir, vl_images
     swapped = [Group(**{**g.to_json(), "images": [inverted(p) for p in g.images]}) for g in groups]
     other = collate(swapped, pad_id=tok.pad_token_id, processor=proc)
     rollout_pass(model, other, stats=("logprob",), prefix="old_", micro=4, temperature=1.0)
-    assert not torch.allclose(other.tok["old_logprob"], batch.tok["old_logprob"], atol=1e-4)
+    assert not torch.allclose(other.tok.old_logprob, batch.tok.old_logprob, atol=1e-4)
 
 
 SCRIPT = """

@@ -69,14 +69,14 @@ def deepspeed_settings(cfg, world_size: int, *, on_gpu: bool) -> tuple[dict, dic
     return ds, distributed.check_deepspeed_config(ds, cfg.optim.deepspeed)
 
 
-def prompt_lengths(problems: list[dict], tokenizer, model_path: str, cfg) -> list[int]:
-    """Prompt token counts as the trainer encodes them (chat template, image tokens expanded)."""
+def prompt_lengths(problems: list[dict], tokenizer, model_path: str, rollout) -> list[int]:
+    """Prompt token counts as the trainer encodes them (chat template, image tokens expanded; ``rollout``:
+    the config's section)."""
     from ares_cli.models import load_processor
     from ares_cli.training.rl.rollout import encode_prompts
 
-    r = cfg.rollout
-    processor = load_processor(model_path, min_pixels=r.min_pixels, max_pixels=r.max_pixels)
-    return [len(ids) for ids in encode_prompts(tokenizer, problems, r, processor)]
+    processor = load_processor(model_path, min_pixels=rollout.min_pixels, max_pixels=rollout.max_pixels)
+    return [len(ids) for ids in encode_prompts(tokenizer, problems, rollout, processor)]
 
 
 def check_prompts_fit(lengths: list[int], limit: int) -> int:
@@ -175,7 +175,7 @@ def _data_steps(checks: Checklist, out: PreparedRL, data: str, val_data: str | N
             out.tokenizer = checks.run("tokenizer", lambda: load_tokenizer(out.model_path))
         if out.tokenizer is not None:
             out.prompt_lengths = checks.run("prompt lengths", lambda: prompt_lengths(
-                out.train.records, out.tokenizer, out.model_path, cfg))  # fmt: skip
+                out.train.records, out.tokenizer, out.model_path, cfg.rollout))  # fmt: skip
             if out.prompt_lengths is not None:
                 out.prompt_limit = prompt_token_limit(cfg.rollout, model_context(out.model_path))
                 checks.run("prompts fit", lambda: check_prompts_fit(out.prompt_lengths, out.prompt_limit),

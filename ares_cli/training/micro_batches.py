@@ -35,13 +35,14 @@ def token_budget(
     return max(AUTO_BUDGET, rows * max(row_lengths, default=0))
 
 
-def per_micro_batch_statistics(cfg) -> bool:
+def per_micro_batch_statistics(loss) -> bool:
     """Whether the loss takes statistics over each micro-batch (Clip-Cov / KL-Cov covariances and random
     selection, the 80/20 top-entropy threshold): then which rows share a micro-batch changes the gradient.
-    The loss's registry entry and its constants declare it (``micro_batch_statistics``)."""
+    The loss's registry entry and its constants declare it (``micro_batch_statistics``); ``loss`` is an RL
+    config's ``loss`` section."""
     from ares_cli.algorithms.policy_loss_core import takes_micro_batch_statistics
 
-    return takes_micro_batch_statistics(cfg.loss.policy_loss, cfg.loss)
+    return takes_micro_batch_statistics(loss.policy_loss, loss)
 
 
 def budget_setting(cfg) -> int | str | None:
@@ -49,7 +50,7 @@ def budget_setting(cfg) -> int | str | None:
     ``micro_batch_size`` rows (None) for a loss with per-micro-batch statistics, so the default never
     changes those losses' gradients."""
     setting = cfg.optim.max_tokens_per_micro_batch
-    return None if setting == "auto" and per_micro_batch_statistics(cfg) else setting
+    return None if setting == "auto" and per_micro_batch_statistics(cfg.loss) else setting
 
 
 def plan_micro_batches(

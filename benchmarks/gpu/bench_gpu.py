@@ -168,7 +168,7 @@ def rl_step(args) -> dict:
             torch.randint(0, v, (rows, response), device=device, generator=g),
             torch.ones(rows, response, device=device), torch.zeros(rows, dtype=torch.long, device=device),
         )  # fmt: skip
-        b.seq["correct"] = torch.ones(rows, device=device)
+        b.seq.correct = torch.ones(rows, device=device)
         return b
 
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=1e-6)
@@ -179,12 +179,12 @@ def rl_step(args) -> dict:
         policy.eval()
         rollout_pass(policy, b, stats=algo.rollout_stats(), prefix="old_", **kw)
         rollout_pass(ref, b, stats=("logprob",), prefix="ref_", **kw)
-        b.tok["advantages"] = torch.linspace(-1, 1, rows, device=device)[:, None].expand_as(b.response_mask)
-        b.tok["advantages"] = b.tok["advantages"].contiguous()
+        b.tok.advantages = torch.linspace(-1, 1, rows, device=device)[:, None].expand_as(b.response_mask)
+        b.tok.advantages = b.tok.advantages.contiguous()
         algo.prepare(b)
         policy.train()
         minibatch_backward(policy, b, algo, cfg, world_size=1, reduce=lambda t: t)
-        return optimizer_step(policy, None, optimizer, cfg)
+        return optimizer_step(policy, None, optimizer, cfg.optim)
 
     step()  # warm-up (allocator, kernels, optimizer state)
     base = _peak_reset(device)

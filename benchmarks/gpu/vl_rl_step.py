@@ -91,13 +91,13 @@ def one_step(model, config, *, with_image: bool, side: int, response: int, max_p
     start = time.perf_counter()
     batch = collate([Group(0, "p", prompt, [answer], ["length"], ["correct"])], pad_id=0).to(device)
     batch.vision = [vision.to(device)] if vision is not None else None
-    batch.seq["correct"] = torch.ones(1, device=device)
-    batch.seq["base_reward"] = torch.ones(1, device=device)
+    batch.seq.correct = torch.ones(1, device=device)
+    batch.seq.base_reward = torch.ones(1, device=device)
     top_p, top_k = algo.nucleus
     rollout_pass(model, batch, stats=algo.rollout_stats(), prefix="old_", micro=1, temperature=1.0, top_p=top_p,
                  top_k=top_k, chunk_size=cfg.loss.chunk_size)  # fmt: skip
     algo.prepare(batch)
-    batch.tok["advantages"] = batch.response_mask.clone()  # one response: a unit advantage on every token
+    batch.tok.advantages = batch.response_mask.clone()  # one response: a unit advantage on every token
     minibatch_backward(model, batch, algo, cfg, world_size=1, reduce=lambda t: t)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)

@@ -4,8 +4,8 @@
 - :mod:`.rewards`  accuracy / format rewards, DAPO overlong shaping, dynamic-sampling filter (pure);
 - :mod:`.rollout`  prompt sampling, generation, grading and the cross-rank exchange of groups;
 - :mod:`.batch`    padding into a batch and the one token-statistics forward per micro-batch;
-- :mod:`.algos`    the ``Algorithm`` hook interface (the configuration-only baselines); AEPO / PAEC in
-  :mod:`.algos_aepo_paec`, AER in :mod:`.algos_aer`; :mod:`.registry` names them all (imports run one way);
+- :mod:`.algos`    the ``Algorithm`` hook interface (the configuration-only baselines); AEPO, PAEC and AER
+  in :mod:`.algos_aepo`, :mod:`.algos_paec`, :mod:`.algos_aer`; :mod:`.registry` names them all (imports run one way);
 - :mod:`.state`    checkpoints, resume and metric rows;
 - :mod:`.trainer`  the loop, readable top to bottom.
 """

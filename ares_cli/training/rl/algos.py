@@ -14,9 +14,9 @@ The trainer calls, per step and in this order (it never asks which algorithm it 
     after_step(batch)                    -> metrics; controller updates from global statistics
 
 GRPO, DAPO, Dr.GRPO, CISPO, Clip-Cov, KL-Cov, GSPO, GSPO-token, global entropy and 80/20 top-entropy use
-this base class: they differ only in configuration (their presets in :mod:`.registry`). AEPO and PAEC override hooks
-(:mod:`.algos_aepo_paec`), AER in :mod:`.algos_aer`; the names live in :mod:`.registry`, which sits above
-all of them (imports run registry -> members -> this module). ``reduce`` is a sum across ranks and
+this base class: they differ only in configuration (their presets in :mod:`.registry`). AEPO, PAEC and AER
+override hooks (:mod:`.algos_aepo`, :mod:`.algos_paec`, :mod:`.algos_aer`); the names live in :mod:`.registry`,
+which sits above all of them (imports run registry -> members -> this module). ``reduce`` is a sum across ranks and
 ``gather`` a concatenation of 1-D tensors across ranks (identities in one process); every statistic that
 drives a decision goes through one of them, so 1 and N processes make the same decisions.
 """
@@ -72,7 +72,7 @@ class Algorithm:
         return {}
 
     def rewards(self, batch) -> tuple[Tensor, Tensor | None, dict[str, float]]:
-        return batch.seq["base_reward"], None, {}
+        return batch.seq.base_reward, None, {}
 
     def kl_weights(self, batch) -> Tensor | None:
         return None
@@ -94,7 +94,7 @@ def group_correct(batch) -> tuple[Tensor, Tensor]:
     """Per response: its group's number of correct responses and the group size (local groups are whole)."""
     g = batch.group
     n_groups = int(g.max()) + 1 if len(g) else 0
-    correct = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, g, batch.seq["correct"].double())
+    correct = torch.zeros(n_groups, dtype=torch.float64).index_add_(0, g, batch.seq.correct.double())
     size = torch.zeros(n_groups, dtype=torch.float64).index_add_(
         0, g, torch.ones_like(g, dtype=torch.float64)
     )

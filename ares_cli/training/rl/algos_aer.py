@@ -47,8 +47,8 @@ class AER(Algorithm):
 
         n_correct, size = group_correct(batch)
         w = sample_weights(n_correct.double() / size.clamp(min=1).double(), self.cfg.aer)
-        batch.seq["aer_weight"] = w.to(batch.response_mask.device)
-        h0 = self.ctrl.anchor(*self._signal_sums(batch.tok["old_entropy"], batch.response_mask, w))
+        batch.seq.aer_weight = w.to(batch.response_mask.device)
+        h0 = self.ctrl.anchor(*self._signal_sums(batch.tok.old_entropy, batch.response_mask, w))
         hard = self.reduce(torch.tensor([float((w > 0).sum()), float(len(w))], dtype=torch.float64))
         return {"aer/h0": float("nan") if h0 is None else h0,
                 "aer/target": float("nan") if self.ctrl.target is None else self.ctrl.target,
@@ -57,26 +57,24 @@ class AER(Algorithm):
     def minibatch_start(self, mb):
         from ares_cli.algorithms.aer import entropy_sums
 
-        a, w = self.cfg.aer, mb.seq["aer_weight"]
+        a, w = self.cfg.aer, mb.seq.aer_weight
         if a.cadence == "minibatch":
-            self.ctrl.update(*self._signal_sums(mb.tok["old_entropy"], mb.response_mask, w))
-        _, count = entropy_sums(
-            mb.tok["old_entropy"], mb.response_mask, w if a.normaliser == "gated" else None
-        )
+            self.ctrl.update(*self._signal_sums(mb.tok.old_entropy, mb.response_mask, w))
+        _, count = entropy_sums(mb.tok.old_entropy, mb.response_mask, w if a.normaliser == "gated" else None)
         self._norm = float(self.reduce(count.reshape(1).clone())[0])
         self._alpha = self.ctrl.alpha
 
     def extra_loss(self, micro, stats):
         from ares_cli.algorithms.aer import aer_loss
 
-        mask, w = micro.response_mask, micro.seq["aer_weight"]
+        mask, w = micro.response_mask, micro.seq.aer_weight
         loss = aer_loss(stats.entropy, mask, w, self._alpha, self._norm)
         weighted = float((w[:, None] * stats.entropy.detach() * mask).sum() / mask.sum().clamp(min=1))
         return loss, {"aer/alpha": self._alpha, "aer/weighted_entropy": weighted}
 
     def after_step(self, batch):
         if self.cfg.aer.cadence == "step":
-            sums = self._signal_sums(batch.tok["old_entropy"], batch.response_mask, batch.seq["aer_weight"])
+            sums = self._signal_sums(batch.tok.old_entropy, batch.response_mask, batch.seq.aer_weight)
             self.ctrl.update(*sums)
         entropy = self.ctrl.last_entropy
         return {

@@ -5,8 +5,12 @@ batch's longest prompt and responses right-padded to its longest response, so th
 every row hold the logits that predict its response (``logits_to_keep = R + 1``: no logits are built for
 prompt positions). Position ids come from the attention mask, as in generation.
 
-Per-sequence tensors live in ``seq`` ([N]), per-token ones in ``tok`` ([N, R]); :meth:`RolloutBatch.rows`
-selects rows and trims the padding columns no selected row needs, slicing every tensor alike.
+What the phases add to a batch travels in three typed carriers: :class:`SequenceValues` (tensors [N], one
+value per row), :class:`TokenValues` (tensors [N, R], zero at padding) and :class:`BatchMeta` (the step's
+batch-level values). Their fields are slots, so a misspelt name is an AttributeError where it is written
+or read; a field is None until the phase that fills it. :meth:`RolloutBatch.rows` selects rows and trims
+the padding columns no selected row needs, slicing every tensor field of the carriers alike (read from
+:func:`dataclasses.fields`, so a new field is sliced too).
 
 Image prompts: ``vision`` holds each row's :class:`~ares_cli.models.vision.VisionInputs` (None for a text
 row; the rows of a group share one), so every forward over the batch (old policy, reference, policy)
@@ -16,24 +20,89 @@ sees the same pixels, and positions are the model's 3-D rotary ones
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 from torch import Tensor
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
-@dataclass
+    from ares_cli.models.vision import VisionInputs
+
+Carrier = TypeVar("Carrier", bound="TensorFields")
+
+
+class TensorFields:
+    """Base of the tensor carriers: :meth:`mapped` applies one function to every field that is set."""
+
+    __slots__ = ()
+
+    def mapped(self: Carrier, fn: Callable[[Tensor], Tensor]) -> Carrier:
+        """A new carrier of the same type with ``fn(value)`` for every set field (None stays None)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return type(self)(**{name: None if v is None else fn(v) for name, v in values.items()})
+
+
+@dataclass(slots=True)
+class SequenceValues(TensorFields):
+    """Per-sequence tensors, each [N]: one value per row of the batch."""
+
+    context_len: Tensor | None = (
+        None  # long: response tokens a branch row carries in its prompt part (0: none)
+    )
+    origin_row: Tensor | None = None  # long: the row a branch row branched from, in this batch (-1: none)
+    base_reward: Tensor | None = None  # float: the outcome reward before the algorithm (phases.rank_batch)
+    correct: Tensor | None = None  # float32 {0, 1}: graded correct (phases.rank_batch)
+    bucket: Tensor | None = (
+        None  # long: AEPO's online difficulty bucket of the row's group (EASY/MEDIUM/HARD)
+    )
+    n_he: Tensor | None = (
+        None  # AEPO's N_HE: high-entropy windows of the row's whole trajectory (ARES eq. 13)
+    )
+    trajectory_len: Tensor | None = None  # tokens of the row's whole trajectory (branch prefix included)
+    aer_weight: Tensor | None = None  # AER's difficulty-aware weight w_i of the row
+
+
+@dataclass(slots=True)
+class TokenValues(TensorFields):
+    """Per-token tensors, each [N, R] over the response positions, zero at padding."""
+
+    entropy: Tensor | None = None  # full-vocabulary entropy of fresh rollouts (entropy-triggered branching)
+    old_logprob: Tensor | None = None  # log-prob under the policy that sampled the batch (θ_old)
+    old_entropy: Tensor | None = None  # θ_old's full-vocabulary entropy (step metric; AEPO, AER)
+    old_nucleus_entropy: Tensor | None = None  # θ_old's entropy within the nucleus (PAEC)
+    old_nucleus_size: Tensor | None = None  # long: θ_old's nucleus size (PAEC)
+    old_top2_gap: Tensor | None = None  # θ_old's gap between the two largest logits (PAEC)
+    ref_logprob: Tensor | None = None  # log-prob under the frozen reference (None without one)
+    advantages: Tensor | None = None  # the sequence advantage on every token, plus the token bonus
+    kl_weight: Tensor | None = None  # the algorithm's KL-loss weight (None: 1 everywhere)
+    hwe: Tensor | None = None  # float {0, 1}: AEPO's high-entropy window starts
+    kl_relaxed: Tensor | None = None  # float {0, 1}: AEPO's KL-relaxed tokens (eq. 1's W^valid)
+    paec_mask: Tensor | None = None  # PAEC's soft position mask m (eq. 10)
+
+
+@dataclass(slots=True)
+class BatchMeta:
+    """Batch-level values, shared by every row selection of the batch."""
+
+    tokenizer: PreTrainedTokenizerBase | None = None  # the run's tokenizer (AEPO's trigger vocabulary)
+    step_groups: int | None = None  # the step's groups over all ranks (the same on every rank)
+
+
+@dataclass(slots=True)
 class RolloutBatch:
     prompt_ids: Tensor  # [N, P] left-padded
     prompt_mask: Tensor  # [N, P] long
     response_ids: Tensor  # [N, R] right-padded with a valid id (pad)
     response_mask: Tensor  # [N, R] float32 {0, 1}
     group: Tensor  # [N] local group index (responses of one prompt share it)
-    seq: dict[str, Tensor] = field(default_factory=dict)
-    tok: dict[str, Tensor] = field(default_factory=dict)
-    meta: dict[str, Any] = field(default_factory=dict)
-    vision: list | None = None  # [N] VisionInputs or None per row; None when no row has images
+    seq: SequenceValues = field(default_factory=SequenceValues)
+    tok: TokenValues = field(default_factory=TokenValues)
+    meta: BatchMeta = field(default_factory=BatchMeta)
+    vision: list[VisionInputs | None] | None = None  # [N] per row (None: a text row); None: no row has images
 
     def __len__(self) -> int:
         return self.response_ids.shape[0]
@@ -43,7 +112,7 @@ class RolloutBatch:
         return self.response_mask.sum(-1)
 
     def rows(self, index: Tensor | slice) -> RolloutBatch:
-        """Rows ``index`` with the padding columns they do not need trimmed away."""
+        """Rows ``index`` with the padding columns they do not need trimmed away (the same ``meta``)."""
         pm, rm = self.prompt_mask[index], self.response_mask[index]
         p_keep = int(pm.sum(-1).max()) if len(pm) else 0
         r_keep = max(int(rm.sum(-1).max()) if len(rm) else 0, 1)
@@ -54,15 +123,15 @@ class RolloutBatch:
             vision = [self.vision[i] for i in picked]
         return RolloutBatch(
             self.prompt_ids[index][:, p0:], pm[:, p0:], self.response_ids[index][:, :r_keep], rm[:, :r_keep],
-            self.group[index], {k: v[index] for k, v in self.seq.items()},
-            {k: v[index][:, :r_keep] for k, v in self.tok.items()}, self.meta, vision,
+            self.group[index], self.seq.mapped(lambda v: v[index]),
+            self.tok.mapped(lambda v: v[index][:, :r_keep]), self.meta, vision,
         )  # fmt: skip
 
     def to(self, device) -> RolloutBatch:
         return RolloutBatch(
             self.prompt_ids.to(device), self.prompt_mask.to(device), self.response_ids.to(device),
-            self.response_mask.to(device), self.group.to(device), {k: v.to(device) for k, v in self.seq.items()},
-            {k: v.to(device) for k, v in self.tok.items()}, self.meta,
+            self.response_mask.to(device), self.group.to(device), self.seq.mapped(lambda v: v.to(device)),
+            self.tok.mapped(lambda v: v.to(device)), self.meta,
             [v.to(device) if v is not None else None for v in self.vision] if self.vision is not None else None,
         )  # fmt: skip
 
@@ -71,8 +140,8 @@ def collate(groups, pad_id: int, processor=None) -> RolloutBatch:
     """Pad a list of :class:`~.rollout.Group` into one batch (its responses' rows per group, in order).
 
     A branch row whose ``context_len`` is k (entropy-triggered branching) carries its first k response
-    tokens in the prompt part: context for the forward pass, no loss on them. ``seq["context_len"]`` holds k
-    and ``seq["origin_row"]`` the row (in this batch; -1 for none) of the response it branched from, so
+    tokens in the prompt part: context for the forward pass, no loss on them. ``seq.context_len`` holds k
+    and ``seq.origin_row`` the row (in this batch; -1 for none) of the response it branched from, so
     per-trajectory statistics can see the whole trajectory (:mod:`.trajectory`). Groups with images get
     their pixel values through ``processor``."""
     prompts, responses, group_idx, context_len, origin_row = [], [], [], [], []
@@ -105,8 +174,8 @@ def collate(groups, pad_id: int, processor=None) -> RolloutBatch:
 
         per_group = [encode_images(processor, g.images) if g.images else None for g in groups]
         vision = [per_group[g_i] for g_i in group_idx]
-    seq = {"context_len": torch.tensor(context_len, dtype=torch.long),
-           "origin_row": torch.tensor(origin_row, dtype=torch.long)}  # fmt: skip
+    seq = SequenceValues(context_len=torch.tensor(context_len, dtype=torch.long),
+                         origin_row=torch.tensor(origin_row, dtype=torch.long))  # fmt: skip
     return RolloutBatch(prompt_ids, prompt_mask, response_ids, response_mask,
                         torch.tensor(group_idx, dtype=torch.long), seq=seq, vision=vision)  # fmt: skip
 
@@ -203,7 +272,8 @@ def rollout_pass(
     world_size: int = 1,
     **kw,
 ) -> None:
-    """No-grad statistics of ``model`` over the whole batch, stored as ``batch.tok[prefix + name]``."""
+    """No-grad statistics of ``model`` over the whole batch, stored as the field ``prefix + name`` of
+    ``batch.tok`` (``old_logprob``, ``ref_logprob``, ...: a :class:`TokenValues` field, else AttributeError)."""
     full: dict[str, Tensor] = {}
     plan = micro_plan(batch, rows=micro, max_tokens=max_tokens, packed=packed, world_size=world_size,
                       equal_counts=equal_counts)  # fmt: skip
@@ -218,4 +288,4 @@ def rollout_pass(
                 full[name] = torch.zeros(batch.response_mask.shape, dtype=value.dtype, device=value.device)
             full[name][index, : value.shape[1]] = value
     for name, values in full.items():
-        batch.tok[prefix + name] = values.masked_fill(batch.response_mask == 0, 0)
+        setattr(batch.tok, prefix + name, values.masked_fill(batch.response_mask == 0, 0))

@@ -97,15 +97,16 @@ def within_budget(
 
 
 def branch_groups(
-    groups, problems, entropies, *, backend, tokenizer, cfg, seed: int, pool, world: int = 1
+    groups, problems, entropies, *, backend, tokenizer, rollout, seed: int, pool, world: int = 1
 ) -> None:
     """Add entropy-triggered branches to ``groups`` in place (``problems`` aligned with them, ``entropies``
-    the [rows, T] token entropies of their responses in group order with ``mask``: a (tensor, tensor))."""
+    the [rows, T] token entropies of their responses in group order with ``mask``: a (tensor, tensor));
+    ``rollout`` is the config's section (its ``branching`` settings and sampling)."""
     from ares_cli.algorithms.aepo import batch_threshold, full_window_starts, window_entropy
     from ares_cli.generation import SamplingParams, seed_for
     from ares_cli.training.rl.step_metrics import gold_of
 
-    b, budget = cfg.rollout.branching, cfg.rollout.max_new_tokens
+    b, budget = rollout.branching, rollout.max_new_tokens
     ent, mask = entropies
     if ent.numel() == 0:
         return
@@ -130,9 +131,7 @@ def branch_groups(
             seeds.append(seed_for(seed, f"{g.problem_id}@{g.index}:branch:{i}:{t}", j))
             where.append((k, i, t))
     longest = max(budget - t for _k, _i, t in where)
-    sampling = SamplingParams(
-        temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, max_new_tokens=longest
-    )
+    sampling = SamplingParams(temperature=rollout.temperature, top_p=rollout.top_p, max_new_tokens=longest)
     comps = backend.generate_from_ids(prompts, seeds, sampling)
     full, finish = [], []
     for (k, i, t), c in zip(where, comps, strict=True):

@@ -6,12 +6,13 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 
-def training_dtype(cfg, dist) -> str:
+def training_dtype(optim, dist) -> str:
     """The policy's compute dtype: bf16 under DeepSpeed with ``optim.dtype`` bf16 (or auto on a GPU), else
-    fp32 (the torch path trains the fp32 weights it loads). The reference model is loaded in it too: a
-    bf16 policy beside an fp32 reference doubles the reference's memory for no precision the policy has."""
-    wants_bf16 = cfg.optim.dtype == "bf16" or (cfg.optim.dtype == "auto" and dist.device.startswith("cuda"))
-    return "bf16" if cfg.optim.deepspeed and wants_bf16 else "fp32"
+    fp32 (the torch path trains the fp32 weights it loads); ``optim`` is the config's section. The reference
+    model is loaded in it too: a bf16 policy beside an fp32 reference doubles the reference's memory for no
+    precision the policy has."""
+    wants_bf16 = optim.dtype == "bf16" or (optim.dtype == "auto" and dist.device.startswith("cuda"))
+    return "bf16" if optim.deepspeed and wants_bf16 else "fp32"
 
 
 def deepspeed_config_for(cfg, dist) -> dict | None:
@@ -23,7 +24,7 @@ def deepspeed_config_for(cfg, dist) -> dict | None:
 
     local_rows = cfg.optim.mini_batch_size // dist.world_size * cfg.rollout.group_size
     accum = -(-local_rows // cfg.optim.micro_batch_size)
-    bf16 = training_dtype(cfg, dist) == "bf16"
+    bf16 = training_dtype(cfg.optim, dist) == "bf16"
     filled = distributed.deepspeed_config(cfg.optim.deepspeed, micro_batch=cfg.optim.micro_batch_size,
                                           grad_accum=accum, world_size=dist.world_size,
                                           grad_clip=cfg.optim.grad_clip, bf16=bf16)  # fmt: skip
@@ -76,7 +77,7 @@ def rollout_backend(cfg, model, tokenizer, model_path, processor=None, problems=
             max_model_len=cfg.rollout.max_prompt_tokens + cfg.rollout.max_new_tokens,
             max_images=images or None,
             per_sample_seeds=cfg.rollout.per_sample_seeds,
-            sleep_mode=sleep_mode_on(cfg, device),
+            sleep_mode=sleep_mode_on(cfg.rollout, device),
             **pixels,
         )
     from ares_cli.generation.hf import HFBackend
@@ -84,18 +85,20 @@ def rollout_backend(cfg, model, tokenizer, model_path, processor=None, problems=
     return HFBackend.from_model(model, tokenizer, batch_size=cfg.rollout.batch_size, processor=processor)
 
 
-def sleep_mode_on(cfg, device: str) -> bool:
-    """``rollout.sleep_mode``: on, off, or (auto) on where the engine holds GPU memory."""
-    mode = cfg.rollout.sleep_mode
+def sleep_mode_on(rollout, device: str) -> bool:
+    """``rollout.sleep_mode`` (``rollout``: the config's section): on, off, or (auto) on where the engine
+    holds GPU memory."""
+    mode = rollout.sleep_mode
     return mode == "on" or (mode == "auto" and str(device).startswith("cuda"))
 
 
-def rollout_groups(cfg, dist) -> tuple[int, int]:
+def rollout_groups(rollout, dist) -> tuple[int, int]:
     """(this rank's rollout share, the number of shares): the ranks of one tensor-parallel vLLM engine
-    generate the same prompts together, so there are ``world / tensor_parallel_size`` shares."""
+    generate the same prompts together, so there are ``world / tensor_parallel_size`` shares (``rollout``:
+    the config's section)."""
     from ares_cli.generation import resolve_backend_name
 
-    tp = cfg.rollout.tensor_parallel_size if resolve_backend_name(cfg.rollout.backend) == "vllm" else 1
+    tp = rollout.tensor_parallel_size if resolve_backend_name(rollout.backend) == "vllm" else 1
     return dist.rank // tp, dist.world_size // tp
 
 

@@ -35,7 +35,7 @@ def rollout(run: RLRun, pool, cursor: int, timer: Timer) -> tuple[list[Group], i
     from ares_cli.training.rl.step_metrics import TimedPool
 
     cfg, dist = run.cfg, run.dist
-    share, shares = rollout_groups(cfg, dist)  # a tensor-parallel engine's ranks share their prompts
+    share, shares = rollout_groups(cfg.rollout, dist)  # a tensor-parallel engine's ranks share their prompts
 
     def generate(draws):
         with timer("generate"), run.gather:
@@ -63,13 +63,13 @@ def rollout_entropies(run: RLRun, groups: list[Group]) -> tuple[Tensor, Tensor]:
     rows = collate(groups, run.pad_id, run.processor).to(run.dist.device)
     rollout_pass(run.engine or run.model, rows, stats=("entropy",), prefix="", micro=cfg.optim.micro_batch_size,
                  temperature=cfg.rollout.temperature, chunk_size=cfg.loss.chunk_size)  # fmt: skip
-    return rows.tok["entropy"], rows.response_mask
+    return rows.tok.entropy, rows.response_mask
 
 
 # -- 2. batch and the no-grad passes ---------------------------------------------------------------------
 def rank_batch(run: RLRun, groups: list[Group]) -> RolloutBatch:
     """This rank's share of the groups, padded into one batch on its device, with each response's base
-    reward (``seq["base_reward"]``) and correctness (``seq["correct"]``)."""
+    reward (``seq.base_reward``) and correctness (``seq.correct``)."""
     import torch
 
     from ares_cli.training.rl.batch import collate
@@ -77,11 +77,11 @@ def rank_batch(run: RLRun, groups: list[Group]) -> RolloutBatch:
     dist = run.dist
     local = groups[dist.rank :: dist.world_size]
     batch = collate(local, run.pad_id, run.processor).to(dist.device)
-    batch.seq["base_reward"] = torch.tensor([x for g in local for x in g.rewards], device=dist.device)
-    batch.seq["correct"] = torch.tensor([c for g in local for c in g.correct], dtype=torch.float32,
+    batch.seq.base_reward = torch.tensor([x for g in local for x in g.rewards], device=dist.device)
+    batch.seq.correct = torch.tensor([c for g in local for c in g.correct], dtype=torch.float32,
                                         device=dist.device)  # fmt: skip
-    batch.meta["tokenizer"] = run.tokenizer
-    batch.meta["step_groups"] = len(groups)  # all ranks' (the same on every rank)
+    batch.meta.tokenizer = run.tokenizer
+    batch.meta.step_groups = len(groups)  # all ranks' (the same on every rank)
     return batch
 
 
@@ -99,21 +99,21 @@ def _pass_options(run: RLRun) -> dict:
 
 
 def old_policy_pass(run: RLRun, batch: RolloutBatch) -> None:
-    """No-grad pass of the policy that sampled the batch: ``batch.tok["old_<name>"]`` for each statistic
+    """No-grad pass of the policy that sampled the batch: ``batch.tok.old_<name>`` for each statistic
     of ``algo.rollout_stats()`` (the log-probs the importance ratio divides by, the entropies the step
     metrics and the algorithm's ``prepare`` read, ...). Skipped when the update is strictly on-policy
     (:func:`~.update.on_policy`): the training forward's own log-probs are θ_old's then."""
     from ares_cli.training.rl.batch import rollout_pass
     from ares_cli.training.rl.update import on_policy
 
-    if on_policy(run.cfg, run.algo, batch.meta["step_groups"], run.dist.world_size):
+    if on_policy(run.cfg.optim, run.algo, batch.meta.step_groups, run.dist.world_size):
         return
     rollout_pass(run.engine or run.model, batch, stats=run.algo.rollout_stats(), prefix="old_",
                  equal_counts=run.engine is not None, **_pass_options(run))  # fmt: skip
 
 
 def reference_pass(run: RLRun, batch: RolloutBatch) -> None:
-    """No-grad log-probs of the frozen reference, ``batch.tok["ref_logprob"]``, when there is one."""
+    """No-grad log-probs of the frozen reference, ``batch.tok.ref_logprob``, when there is one."""
     from ares_cli.training.rl.batch import rollout_pass
     from ares_cli.training.rl.reference import on_device
 
@@ -134,17 +134,17 @@ def reward(run: RLRun, batch: RolloutBatch) -> tuple[Tensor, Tensor | None, dict
 
 
 def advantage(run: RLRun, batch: RolloutBatch, rewards: Tensor, bonus: Tensor | None) -> dict[str, float]:
-    """Per-token advantages, ``batch.tok["advantages"]``: each sequence's reward's advantage
+    """Per-token advantages, ``batch.tok.advantages``: each sequence's reward's advantage
     (``loss.advantage``, :func:`~.rewards.step_advantages`) plus the token bonus; then the algorithm's
-    per-token KL-loss weights, ``batch.tok["kl_weight"]`` (when it has any). Returns the advantage metrics."""
+    per-token KL-loss weights, ``batch.tok.kl_weight`` (when it has any). Returns the advantage metrics."""
     from ares_cli.training.rl.rewards import step_advantages
 
-    adv, metrics = step_advantages(run.cfg, rewards, batch, run.reduce)
+    adv, metrics = step_advantages(run.cfg.loss, rewards, batch, run.reduce)
     token_adv = adv[:, None].expand_as(batch.response_mask)
-    batch.tok["advantages"] = (token_adv + bonus) if bonus is not None else token_adv.contiguous()
+    batch.tok.advantages = (token_adv + bonus) if bonus is not None else token_adv.contiguous()
     kl_weights = run.algo.kl_weights(batch)
     if kl_weights is not None:
-        batch.tok["kl_weight"] = kl_weights
+        batch.tok.kl_weight = kl_weights
     return metrics
 
 
@@ -177,7 +177,7 @@ def validate(run: RLRun, pool, loop: LoopState, step: int) -> dict[str, float]:
         return {}
     if run.progress is not None:
         run.progress.phase("validate")
-    share, shares = rollout_groups(cfg, dist)
+    share, shares = rollout_groups(cfg.rollout, dist)
     with run.gather:
         local = validate_accuracy(run.backend, run.tokenizer, run.val_problems, cfg=cfg, pool=pool,
                                   rank=share, world=shares, processor=run.processor)  # fmt: skip

@@ -8,11 +8,12 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 
-def placement(cfg, policy_zero_stage: int) -> str:
-    """``kl.reference`` resolved: device, cpu or zero3 (:func:`~ares_cli.training.placement.reference_placement`)."""
+def placement(kl, policy_zero_stage: int) -> str:
+    """``kl.reference`` resolved (``kl``: the config's section): device, cpu or zero3
+    (:func:`~ares_cli.training.placement.reference_placement`)."""
     from ares_cli.training.placement import reference_placement
 
-    return reference_placement(cfg.kl.reference, policy_zero_stage)
+    return reference_placement(kl.reference, policy_zero_stage)
 
 
 def zero3_inference_config(policy_config: dict) -> dict:
@@ -28,12 +29,13 @@ def zero3_inference_config(policy_config: dict) -> dict:
     }
 
 
-def load_reference(cfg, model_path, dist, *, dtype: str, policy_zero_stage: int, policy_ds_config=None):
-    """(the reference to forward, its placement). Loaded in the training ``dtype``, frozen."""
+def load_reference(kl, model_path, dist, *, dtype: str, policy_zero_stage: int, policy_ds_config=None):
+    """(the reference to forward, its placement per the ``kl`` section). Loaded in the training ``dtype``,
+    frozen."""
     from ares_cli.models import load_model
     from ares_cli.training import distributed
 
-    where = placement(cfg, policy_zero_stage)
+    where = placement(kl, policy_zero_stage)
     ref = load_model(model_path, dtype=dtype).eval().requires_grad_(False)
     if where == "zero3":
         engine = distributed.deepspeed_engine(ref, None, zero3_inference_config(policy_ds_config or {}))

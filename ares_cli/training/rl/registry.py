@@ -4,8 +4,8 @@ this table, and :func:`check_reads` refuses a constant the chosen algorithm, los
 
 The hooks are named as ``"module:Class"`` and imported when an algorithm is built, so this module imports no
 torch and ``ares rl --help`` can list the names at once. GRPO and the other configuration-only baselines use
-the hook interface itself (:class:`~.algos.Algorithm`); AEPO and PAEC override hooks in :mod:`.algos_aepo_paec`,
-AER in :mod:`.algos_aer`.
+the hook interface itself (:class:`~.algos.Algorithm`); AEPO, PAEC and AER override hooks in
+:mod:`.algos_aepo`, :mod:`.algos_paec` and :mod:`.algos_aer`.
 """
 
 from __future__ import annotations
@@ -60,10 +60,10 @@ _register("entropy", HOOKS, summary="global entropy bonus 8e-4 (PAEC's baseline)
           preset={"loss": {"entropy_coef": 8e-4}})  # fmt: skip
 _register("topent", HOOKS, summary="80/20: policy gradient on the top 20 % of tokens by entropy",
           preset={"loss": {"top_entropy_frac": 0.2}})  # fmt: skip
-_register("aepo", "ares_cli.training.rl.algos_aepo_paec:AEPO", sections=("aepo",),
+_register("aepo", "ares_cli.training.rl.algos_aepo:AEPO", sections=("aepo",),
           summary="ARES's AEPO: hierarchical entropy reward, token-adaptive KL",
           preset={"kl": {"coef": 1.0}, "filter": {"mode": "filter"}})  # fmt: skip
-_register("paec", "ares_cli.training.rl.algos_aepo_paec:PAEC", sections=("paec",),
+_register("paec", "ares_cli.training.rl.algos_paec:PAEC", sections=("paec",),
           summary="PAEC: position-aware entropy calibration")  # fmt: skip
 _register("aer", "ares_cli.training.rl.algos_aer:AER", sections=("aer",),
           summary="AER: adaptive entropy regularisation (PAEC's baseline; a reconstruction)")  # fmt: skip

@@ -57,9 +57,10 @@ def filter_group(rewards: Sequence[float], correct: Sequence[bool], cfg) -> Filt
     return FilterVerdict(True, "kept")
 
 
-def step_advantages(cfg, rewards, batch, reduce):
-    """Advantages [N] (on ``rewards``' device) and metrics of one RL step: ``cfg.loss.advantage`` over this
-    rank's rows, each row's length its trained tokens, batch statistics summed over ranks by ``reduce``."""
+def step_advantages(loss, rewards, batch, reduce):
+    """Advantages [N] (on ``rewards``' device) and metrics of one RL step: ``loss.advantage`` (``loss``: the
+    RL config's section) over this rank's rows, each row's length its trained tokens, batch statistics summed
+    over ranks by ``reduce``."""
     from ares_cli.algorithms.advantages import compute_advantages
 
     device = rewards.device
@@ -67,7 +68,7 @@ def step_advantages(cfg, rewards, batch, reduce):
     def over_ranks(t):
         return reduce(t.to(device)).cpu()
 
-    adv, metrics = compute_advantages(cfg.loss.advantage, rewards.float().cpu(), group_ids=batch.group.cpu(),
-                                      eps=cfg.loss.adv_eps, std=cfg.loss.adv_std, reduce=over_ranks,
+    adv, metrics = compute_advantages(loss.advantage, rewards.float().cpu(), group_ids=batch.group.cpu(),
+                                      eps=loss.adv_eps, std=loss.adv_std, reduce=over_ranks,
                                       lengths=batch.response_mask.sum(-1).cpu())  # fmt: skip
     return adv.to(device), metrics

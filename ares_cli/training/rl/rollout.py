@@ -123,7 +123,7 @@ def generate_groups(
             raise UsageError("rollout.branching needs the policy's token entropies (pass entropy_fn)")
 
         branch_groups(groups, [p for _, p in draws], entropy_fn(groups), backend=backend, tokenizer=tokenizer,
-                      cfg=cfg, seed=seed, pool=pool, world=world)  # fmt: skip
+                      rollout=r, seed=seed, pool=pool, world=world)  # fmt: skip
     return groups
 
 

@@ -138,11 +138,11 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     processor = load_processor(model_path, min_pixels=r.min_pixels, max_pixels=r.max_pixels)
     check_branching(cfg.rollout, problems)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    problems = fitting_prompts(problems, tokenizer, cfg, log, processor, window=model_context(model_path),
+    problems = fitting_prompts(problems, tokenizer, r, log, processor, window=model_context(model_path),
                                lengths=prompt_lengths)  # fmt: skip
     algo = build_algorithm(cfg, reduce, distributed.all_gather_1d)
     # in the training dtype from the start: bf16 weights, not an fp32 copy that DeepSpeed casts later
-    dtype = training_dtype(cfg, dist)
+    dtype = training_dtype(cfg.optim, dist)
     model = load_model(model_path, dtype=dtype)
     if cfg.optim.gradient_checkpointing:  # transformers 5 renamed it (the old name warns), as in sft.py
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
@@ -168,7 +168,7 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
         load_optimizer(engine, optimizer, opt_state)
     ref, ref_placement = (
         load_reference(
-            cfg,
+            cfg.kl,
             model_path,
             dist,
             dtype=dtype,
@@ -198,18 +198,20 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     return run, loop
 
 
-def fitting_prompts(problems, tokenizer, cfg, log, processor=None, window=None, lengths=None) -> list[dict]:
+def fitting_prompts(
+    problems, tokenizer, rollout, log, processor=None, window=None, lengths=None
+) -> list[dict]:
     """The problems whose rendered prompt fits ``rollout.max_prompt_tokens`` and the room the response
     budget leaves in the model's ``window``-token context (the others are dropped, and counted in the
-    log); none fitting is an input error. ``lengths``: their token counts when already known (one per
-    problem), else each prompt is encoded here."""
+    log); none fitting is an input error. ``rollout`` is the config's section; ``lengths``: the prompts'
+    token counts when already known (one per problem), else each prompt is encoded here."""
     from ares_cli.errors import InputError
     from ares_cli.training.rl.checks import prompt_token_limit
     from ares_cli.training.rl.rollout import encode_prompts
 
-    limit = prompt_token_limit(cfg.rollout, window)  # max_prompt_tokens, and the room the budget leaves
+    limit = prompt_token_limit(rollout, window)  # max_prompt_tokens, and the room the budget leaves
     if lengths is None or len(lengths) != len(problems):
-        lengths = [len(ids) for ids in encode_prompts(tokenizer, problems, cfg.rollout, processor)]
+        lengths = [len(ids) for ids in encode_prompts(tokenizer, problems, rollout, processor)]
     keep = [p for p, n in zip(problems, lengths, strict=True) if n <= limit]
     if len(keep) < len(problems):
         log(f"rl: dropped {len(problems) - len(keep)} prompts longer than {limit} tokens")

@@ -88,7 +88,7 @@ def rollout_metrics(groups, batch, rewards, adv_metrics, reduce, budget) -> dict
     prompt_tokens = sum(len(g.prompt_ids) * len(g.response_ids) for g in groups)
     mask, n_groups = batch.response_mask, adv_metrics["num_groups"]
     local = torch.tensor([
-        float(rewards.float().sum()), float(len(rewards)), float((batch.tok["old_entropy"] * mask).sum()),
+        float(rewards.float().sum()), float(len(rewards)), float((batch.tok.old_entropy * mask).sum()),
         float(mask.sum()), adv_metrics["zero_variance_group_frac"] * n_groups, n_groups,
     ], dtype=torch.float64)  # fmt: skip
     s = reduce(local).tolist()

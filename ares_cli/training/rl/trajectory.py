@@ -22,7 +22,7 @@ from torch import Tensor
 
 
 def has_context(batch) -> bool:
-    return "context_len" in batch.seq and bool((batch.seq["context_len"] > 0).any())
+    return batch.seq.context_len is not None and bool((batch.seq.context_len > 0).any())
 
 
 def trajectory_view(
@@ -59,11 +59,11 @@ def view(batch, values: Tensor) -> tuple[Tensor, Tensor]:
     """:func:`trajectory_view` of ``values`` [N, R] in ``batch`` (identity when no row has context)."""
     if not has_context(batch):
         return values, batch.response_mask
-    return trajectory_view(values, batch.response_mask, batch.seq["context_len"], batch.seq["origin_row"])
+    return trajectory_view(values, batch.response_mask, batch.seq.context_len, batch.seq.origin_row)
 
 
 def own(batch, full: Tensor) -> Tensor:
     """:func:`own_positions` of a trajectory tensor of ``batch`` (identity when no row has context)."""
     if not has_context(batch):
         return full
-    return own_positions(full, batch.response_mask, batch.seq["context_len"])
+    return own_positions(full, batch.response_mask, batch.seq.context_len)

@@ -50,23 +50,24 @@ class MetricMeans:
         return out
 
 
-def lr_at(opt_step: int, cfg) -> float:
-    """Constant learning rate after an optional linear warmup (ARES: no warmup)."""
-    warm = cfg.optim.warmup_steps
-    return cfg.optim.lr * min(1.0, (opt_step + 1) / warm) if warm else cfg.optim.lr
+def lr_at(opt_step: int, optim) -> float:
+    """Constant learning rate after an optional linear warmup (ARES: no warmup); ``optim``: the config's section."""
+    warm = optim.warmup_steps
+    return optim.lr * min(1.0, (opt_step + 1) / warm) if warm else optim.lr
 
 
-def on_policy(cfg, algo, step_groups: int, world_size: int) -> bool:
+def on_policy(optim, algo, step_groups: int, world_size: int) -> bool:
     """Whether the step's update is strictly on-policy, so that θ_old = θ and the old log-probs are the
     training forward's own, detached (no separate no-grad pass): one PPO epoch, one optimiser step (the
     step's ``step_groups`` prompts fit one mini-batch on every rank), and no hook that reads the no-grad
     pass's statistics (``algo.reads_old_stats``: AEPO, PAEC, AER). The step's entropy metric then comes
     from the training forward as well. The sampler (hf or vLLM) does not enter: the ratio's denominator
-    is always the trainer's own log-prob, never the sampler's (there is no sampler-side correction)."""
+    is always the trainer's own log-prob, never the sampler's (there is no sampler-side correction).
+    ``optim`` is the config's section."""
     per_rank = -(-step_groups // world_size)
     return (
-        cfg.optim.ppo_epochs == 1
-        and per_rank <= cfg.optim.mini_batch_size // world_size
+        optim.ppo_epochs == 1
+        and per_rank <= optim.mini_batch_size // world_size
         and not algo.reads_old_stats
         and "entropy" in algo.train_stats()
     )
@@ -87,7 +88,7 @@ def minibatch_backward(
 ) -> MetricMeans:
     """Forward + backward of every micro-batch of one mini-batch; gradients accumulate in the model.
     Without ``old_logprob`` in ``mb`` (an on-policy step, :func:`on_policy`), each micro-batch's θ_old
-    log-probs are its own forward's, detached, and its entropies fill ``mb.tok["old_entropy"]``."""
+    log-probs are its own forward's, detached, and its entropies fill ``mb.tok.old_entropy``."""
     from ares_cli.algorithms.loss_aggregation import Aggregation, local_counts
     from ares_cli.training.micro_batches import budget_setting
 
@@ -115,9 +116,9 @@ def minibatch_backward(
             if not idx:  # an equalising pass (DeepSpeed ranks step together): no gradient, no metrics
                 loss, metrics = stats.logprob.sum() * 0.0, {}
             else:
-                if "old_logprob" not in micro.tok:  # on-policy: θ_old is this very forward, detached
-                    micro.tok["old_logprob"] = stats.logprob.detach()
-                    mb.tok["old_entropy"][idx, : mask.shape[1]] = stats.entropy.detach()
+                if micro.tok.old_logprob is None:  # on-policy: θ_old is this very forward, detached
+                    micro.tok.old_logprob = stats.logprob.detach()
+                    mb.tok.old_entropy[idx, : mask.shape[1]] = stats.entropy.detach()
                 loss, metrics = _micro_loss(stats, micro, algo, cfg, agg, pl_cfg, generator)
         with timer("backward"):
             if engine is not None:  # DeepSpeed averages over ranks: undo it; do not divide by accumulation
@@ -137,12 +138,12 @@ def _micro_loss(stats, micro, algo, cfg, agg, pl_cfg, generator):
     from ares_cli.algorithms.policy_losses import LossExtras, policy_loss
 
     mask = micro.response_mask
-    loss, metrics = policy_loss(cfg.loss.policy_loss, stats.logprob, micro.tok["old_logprob"],
-                                micro.tok["advantages"], mask, config=pl_cfg, aggregation=agg,
+    loss, metrics = policy_loss(cfg.loss.policy_loss, stats.logprob, micro.tok.old_logprob,
+                                micro.tok.advantages, mask, config=pl_cfg, aggregation=agg,
                                 extras=LossExtras(entropy=stats.entropy, generator=generator))  # fmt: skip
-    if "ref_logprob" in micro.tok:
-        kl, kl_metrics = kl_loss(stats.logprob, micro.tok["ref_logprob"], mask, aggregation=agg,
-                                 kind=cfg.kl.estimator, coef=cfg.kl.coef, weights=micro.tok.get("kl_weight"),
+    if micro.tok.ref_logprob is not None:
+        kl, kl_metrics = kl_loss(stats.logprob, micro.tok.ref_logprob, mask, aggregation=agg,
+                                 kind=cfg.kl.estimator, coef=cfg.kl.coef, weights=micro.tok.kl_weight,
                                  clamp=cfg.kl.clamp, log_ratio_clamp=cfg.kl.log_ratio_clamp)  # fmt: skip
         loss, metrics = loss + kl, metrics | kl_metrics
     metrics["loss"] = float(loss.detach())  # policy + KL; the algorithm logs its extra term itself
@@ -152,15 +153,16 @@ def _micro_loss(stats, micro, algo, cfg, agg, pl_cfg, generator):
     return loss, metrics
 
 
-def optimizer_step(model, engine, optimizer, cfg) -> float:
-    """Sum gradients over ranks, clip, step (the torch path; DeepSpeed stepped inside the micro loop)."""
+def optimizer_step(model, engine, optimizer, optim) -> float:
+    """Sum gradients over ranks, clip at ``optim.grad_clip``, step (the torch path; DeepSpeed stepped inside
+    the micro loop)."""
     from ares_cli.training import distributed
 
     if engine is not None:
         return float(engine.get_global_grad_norm() or 0.0)
     trainable = [p for p in model.parameters() if p.requires_grad]
     distributed.all_reduce_grads_sum(trainable)
-    norm = torch.nn.utils.clip_grad_norm_(trainable, cfg.optim.grad_clip or float("inf"))
+    norm = torch.nn.utils.clip_grad_norm_(trainable, optim.grad_clip or float("inf"))
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return float(norm)
@@ -182,24 +184,24 @@ def ppo_update(
     generator = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
     forward = engine if engine is not None else model
     means, norms, updates = MetricMeans(), [], 0
-    if "old_logprob" not in batch.tok:  # on-policy: the training forward fills the step's entropies
-        batch.tok["old_entropy"] = torch.zeros_like(batch.response_mask)
+    if batch.tok.old_logprob is None:  # on-policy: the training forward fills the step's entropies
+        batch.tok.old_entropy = torch.zeros_like(batch.response_mask)
     model.train()
     for _epoch in range(cfg.optim.ppo_epochs):
         for rows in prompt_slices(batch.group, mb_prompts):
             for group_ in (engine.optimizer if engine is not None else optimizer).param_groups:
-                group_["lr"] = lr_at(opt_step, cfg)
+                group_["lr"] = lr_at(opt_step, cfg.optim)
             minibatch_backward(forward, batch.rows(rows), algo, cfg,
                                world_size=world_size, reduce=reduce, engine=engine, generator=generator,
                                timer=timer, means=means)  # fmt: skip
             with timer("backward"):
-                norms.append(optimizer_step(model, engine, optimizer, cfg))
+                norms.append(optimizer_step(model, engine, optimizer, cfg.optim))
             opt_step, updates = opt_step + 1, updates + 1
     model.eval()
     metrics = means.reduce(reduce, updates=updates)
     metrics |= {
         "grad_norm": sum(norms) / len(norms),
-        "lr": lr_at(opt_step - 1, cfg),
+        "lr": lr_at(opt_step - 1, cfg.optim),
         "updates": float(updates),
     }
     return metrics, opt_step
