@@ -1,5 +1,6 @@
 """Grading workers fork from a forkserver that has math_verify imported (where the platform has one), grade
-exactly as spawned workers do, and still load a grader put on ``sys.path`` after that server started."""
+exactly as spawned workers do, and still load a grader put on ``sys.path`` after that server started, with
+the caller's environment of the moment, as a spawned worker would."""
 
 from __future__ import annotations
 
@@ -41,16 +42,20 @@ def test_workers_fork_from_the_forkserver_and_grade_as_spawned_workers_do():
 
 
 @pytest.mark.skipif(not HAS_FORKSERVER, reason="no forkserver on this platform")
-def test_a_grader_on_a_path_added_after_the_server_started_still_loads(tmp_path, monkeypatch):
+def test_a_grader_on_a_path_added_after_the_server_started_loads_with_the_callers_environment(
+    tmp_path, monkeypatch
+):
     with GradingPool("boxed_int", workers=1, timeout_s=30) as pool:  # the server is running from here on
         assert pool.grade([("4", r"\boxed{4}")])[0].grade == "correct"
     (tmp_path / "late_graders_mod.py").write_text(
-        "def ends_with_gold(gold, response):\n    return response.strip().endswith(gold)\n"
+        "import os\n\n\ndef ends_with_gold(gold, response):\n"
+        "    return response.strip().endswith(gold + os.environ['ARES_TEST_SUFFIX'])\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("ARES_TEST_SUFFIX", "!")  # set after the server started: the workers see it too
     with GradingPool("late_graders_mod:ends_with_gold", workers=1, timeout_s=30, trust_code=True) as pool:
         assert pool.start_method == "forkserver"
-        grades = [r.grade for r in pool.grade([("9", "it is 9"), ("9", "it is 8")])]
+        grades = [r.grade for r in pool.grade([("9", "it is 9!"), ("9", "it is 9")])]
     assert grades == ["correct", "incorrect"]
 
 

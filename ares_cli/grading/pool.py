@@ -10,6 +10,7 @@ string, so pathological answers cost one timeout each instead of one per compari
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import threading
 import time
 from collections import deque
@@ -144,9 +145,17 @@ class GradingPool:
 
     def _spawn(self) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
+        environ = dict(os.environ) if self.start_method == "forkserver" else None  # a fork has the server's
         proc = self._ctx.Process(
             target=worker_main,
-            args=(child, [self.spec.target], list(self.spec.preload), list(self.spec.warmup), self.soft_s),
+            args=(
+                child,
+                [self.spec.target],
+                list(self.spec.preload),
+                list(self.spec.warmup),
+                self.soft_s,
+                environ,
+            ),
             daemon=True,
             name=f"ares-grader-{self.spec.name}",
         )

@@ -10,7 +10,8 @@ keeps it: the process-wide default start method is never changed.
 What a forked worker runs is still the caller's code: multiprocessing hands each new worker the caller's
 ``sys.path`` and working directory before it imports the worker's entry point and the grader, so a
 worktree, an editable install or a ``--trust-grader-code`` module put on ``sys.path`` after the server
-started loads as it would in a spawned worker. That is why the server preloads only modules from outside
+started loads as it would in a spawned worker; the pool hands it the caller's environment of the moment
+too (a fork has the server's, from its start). That is why the server preloads only modules from outside
 this package (installed packages such as ``math_verify``): the server imports them with the
 interpreter's own path at its start, which need not find this checkout of ``ares_cli``. A preload the
 server cannot import is skipped there and imported by each worker instead.
