@@ -1,12 +1,14 @@
-"""Grading-pool start-up by multiprocessing start method: spawn (the pool's default) against a forkserver
-with and without the grader's modules preloaded. Prints JSON.
+"""Grading-pool start-up by multiprocessing start method: spawn against the pool's default on this
+platform (``auto``: a forkserver preloading the graders' installed modules, ``ares_cli/grading/
+start_method.py``), and a forkserver preloading nothing. Prints JSON.
 
     .venv/bin/python benchmarks/bench_grading_start.py [--workers 2] [--repeats 3] [--grader math_verify]
 
-Start-up is the time from ``GradingPool.start()`` to the first graded sample, that is every worker spawned,
+Start-up is the time from ``GradingPool.start()`` to the first graded sample, that is every worker started,
 its modules imported, its warm-up calls made and one sample through. Each method runs in a fresh child
-interpreter (a forkserver is process-wide and keeps its preload list), best of ``--repeats`` starts there;
-the ratio is spawn's time over the method's, in the same run. The load average at start is printed: other
+interpreter (a forkserver is process-wide and keeps its preload list), ``--repeats`` pools one after
+another there: ``first_s`` is the first (a forkserver pays its preloads then), ``best_s`` the best; the
+ratio is spawn's best over the method's, in the same run. The load average at start is printed: other
 jobs on the cores stretch every figure.
 """
 
@@ -19,29 +21,27 @@ import subprocess
 import sys
 import time
 
-METHODS = ("spawn", "forkserver", "forkserver+preload")
+METHODS = ("spawn", "forkserver", "auto")
 
 
 def measure(method: str, grader: str, workers: int, repeats: int) -> dict:
-    """In this process: best-of-``repeats`` seconds to a started pool's first grade under ``method``."""
-    import multiprocessing as mp
-
+    """In this process: seconds to a started pool's first grade under ``method``, ``repeats`` pools."""
     from ares_cli.grading import GradingPool
-    from ares_cli.grading.registry import resolve_grader
+    from ares_cli.grading import start_method as sm
 
-    context = "spawn" if method == "spawn" else "forkserver"
-    if method == "forkserver+preload":
-        spec = resolve_grader(grader, None)
-        mp.get_context("forkserver").set_forkserver_preload(["ares_cli.grading.worker", *spec.preload])
+    if method == "forkserver":  # a forkserver preloading nothing, to compare with the pool's default
+        sm.server_preload = lambda modules=(): []  # this child interpreter's own copy of the module
     times = []
     for i in range(repeats):
         t0 = time.perf_counter()
-        with GradingPool(grader, workers=workers, timeout_s=30, mp_context=context) as pool:
+        with GradingPool(grader, workers=workers, timeout_s=30, mp_context=method) as pool:
             (result,) = pool.grade([(str(i + 2), f"so \\boxed{{{i + 2}}}")])
             times.append(time.perf_counter() - t0)
         if result.grade != "correct":
             raise SystemExit(f"{method}: the start-up sample graded {result.grade!r}, expected 'correct'")
-    return {"best_s": round(min(times), 3), "all_s": [round(t, 3) for t in times]}
+    preload = [] if method == "spawn" else sm.server_preload(pool.spec.preload)
+    return {"start_method": pool.start_method, "preload": preload, "best_s": round(min(times), 3),
+            "all_s": [round(t, 3) for t in times]}  # fmt: skip
 
 
 def main() -> None:

@@ -1,10 +1,18 @@
-"""Shared fixtures: a tiny random causal LM with the toy tokenizer, and a CLI runner."""
+"""Shared fixtures: the tiny random causal LMs (one builder, :mod:`fixtures_tiny_model`), a small toy-world
+store built once per test run, the offline Qwen2.5 tokenizer's cache, and a CLI runner.
+
+Fixtures that build something several test files read are session-scoped; under pytest-xdist the
+costliest ones are built once across the workers (:func:`built_once`) and every test that changes its
+copy gets one of its own."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,22 +22,88 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+def built_once(tmp_path_factory, worker_id: str, name: str, build: Callable[[Path], None]) -> Path:
+    """``build(directory)`` run once per test run, whichever pytest-xdist worker asks first (the others
+    wait on a file lock, then read what it built); without xdist, once per session. The directory is
+    published only when ``build`` returns, so a failed build is retried, never half read."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base if worker_id == "master" else base.parent  # the run's directory, above every worker's
+    out = shared / name
+    with FileLock(str(shared / f"{name}.lock")):
+        if not out.is_dir():
+            partial = shared / f"{name}.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir()
+            build(partial)
+            partial.rename(out)
+    return out
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A 2-layer, 32-wide Llama with the toy tokenizer and chat template (random weights, seed 0)."""
-    from ares_cli.toy.model import ModelShape, build_model
-    from ares_cli.toy.tokenizer import build_tokenizer
+    from fixtures_tiny_model import save_tiny_model
 
-    out = tmp_path_factory.mktemp("tiny-model")
-    tokenizer = build_tokenizer()
-    model = build_model(
-        tokenizer,
-        ModelShape(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, max_positions=256),
-        seed=0,
-    )
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-model"), tokenizer="toy")
+
+
+@pytest.fixture(scope="session")
+def tiny_chars_model_dir(tmp_path_factory) -> Path:
+    """A 2-layer, 32-wide tied Llama with the character-level test tokenizer (random weights, seed 0),
+    for the SFT tests' curate-style records (:func:`fixtures_tiny_model.write_sft_jsonl`). Read-only."""
+    from fixtures_tiny_model import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-chars-model") / "base")
+
+
+TOY_PASSRATE = ["passrate", "--data", "toy-train", "--limit", "4", "-k", "2", "--set", "chunk_problems=1",
+                "--max-new-tokens", "96"]  # fmt: skip
+TOY_EVAL = ["eval", "--bench", "toy-val", "--limit", "2", "-k", "1", "--max-new-tokens", "96"]
+
+
+def _build_toy_store(directory: Path) -> None:
+    """The toy chain's first stages on the embedded toy world, tiny settings: ``toy init`` (the shipped
+    base), a passrate and an eval of it, a curate of the passrate; ``ids.json`` maps stage to artifact."""
+    from typer.testing import CliRunner
+
+    from ares_cli.main import app
+
+    root, ids = directory / "artifacts", {}
+    for stage, argv in (
+        ("toy-init", ["toy", "init"]),
+        ("passrate", [*TOY_PASSRATE, "--model", "{toy-init}"]),
+        ("eval", [*TOY_EVAL, "--model", "{toy-init}"]),
+        ("curate", ["curate", "--passrate", "{passrate}", "--per-bracket", "2"]),
+    ):
+        result = CliRunner().invoke(
+            app, ["--artifacts-root", str(root), "--json", *[a.format(**ids) for a in argv]]
+        )
+        assert result.exit_code == 0, result.output
+        ids[stage] = json.loads(result.stdout.strip().splitlines()[-1])["artifact_id"]
+    (directory / "ids.json").write_text(json.dumps(ids))
+
+
+@pytest.fixture(scope="session")
+def toy_store(tmp_path_factory, worker_id) -> tuple[Path, dict[str, str]]:
+    """(artifacts root, artifact id by stage) of the toy chain's store (:func:`_build_toy_store`), built
+    once per test run. Read-only: a test that changes it copies it first (``shutil.copytree``)."""
+    built = built_once(tmp_path_factory, worker_id, "toy-store", _build_toy_store)
+    return built / "artifacts", json.loads((built / "ids.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def qwen_tokenizer_json() -> Path:
+    """The offline Qwen2.5 tokenizer's converted ``tokenizer.json`` (``$ARES_CACHE_DIR``), converted by one
+    worker while the others wait instead of by each at once on a cold cache."""
+    from filelock import FileLock
+
+    from ares_cli.toy.qwen_tokenizer import cache_root, tokenizer_json
+
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with FileLock(str(cache_root() / "qwen2.5-tokenizer.lock")):
+        return tokenizer_json()
 
 
 @pytest.fixture(scope="session")

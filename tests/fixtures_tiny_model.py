@@ -40,8 +40,26 @@ def tiny_tokenizer():
     return tok
 
 
-def save_tiny_model(out_dir: Path, *, seed: int = 0, hidden: int = 32, layers: int = 2) -> Path:
-    """A random ``LlamaForCausalLM`` (hidden 32, 2 layers) + tokenizer in ``out_dir``."""
+def save_tiny_model(
+    out_dir: Path, *, tokenizer: str = "chars", seed: int = 0, hidden: int = 32, layers: int = 2
+) -> Path:
+    """A random 2-layer, 32-wide ``LlamaForCausalLM`` and its tokenizer, saved in ``out_dir``: the one
+    builder of the tests' tiny text models (conftest's ``tiny_model_dir`` and ``tiny_chars_model_dir``).
+
+    ``tokenizer="chars"``: the character-level tokenizer above (4 heads, 512 positions, tied head);
+    ``"toy"``: the toy world's tokenizer and model builder (2 heads, 256 positions), as ``ares toy`` makes."""
+    if tokenizer == "toy":
+        from ares_cli.toy.model import ModelShape, build_model
+        from ares_cli.toy.tokenizer import build_tokenizer
+
+        tok = build_tokenizer()
+        shape = ModelShape(hidden_size=hidden, num_layers=layers, num_heads=2, intermediate_size=2 * hidden,
+                           max_positions=256)  # fmt: skip
+        build_model(tok, shape, seed=seed).save_pretrained(out_dir)
+        tok.save_pretrained(out_dir)
+        return out_dir
+    if tokenizer != "chars":
+        raise ValueError(f"unknown tiny-model tokenizer {tokenizer!r}: chars or toy")
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 

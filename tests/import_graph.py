@@ -22,6 +22,7 @@ markers (a test keeps them equal).
 from __future__ import annotations
 
 import ast
+import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -103,6 +104,14 @@ def _resolve(importer: str, is_pkg: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+@functools.lru_cache(maxsize=4096)
+def _import_nodes(path: Path, mtime_ns: int, size: int) -> tuple[ast.Import | ast.ImportFrom, ...]:  # noqa: ARG001
+    """The import statements of one file, parsed once per version of the file (the key holds its
+    modification time and size), since every check walks the same files."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return tuple(node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
 def imports(
     modules: Mapping[str, Path] | None = None, files: Mapping[str, Path] | None = None
 ) -> Iterator[Import]:
@@ -111,13 +120,13 @@ def imports(
     modules = module_files() if modules is None else modules
     pkgs = packages(modules)
     for name, path in (modules if files is None else files).items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in ast.walk(tree):
+        stat = path.stat()
+        for node in _import_nodes(path, stat.st_mtime_ns, stat.st_size):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name.split(".")[0] == PACKAGE:
                         yield Import(name, alias.name, (), node.lineno)
-            elif isinstance(node, ast.ImportFrom):
+            else:
                 target = _resolve(name, name in pkgs, node)
                 if target.split(".")[0] != PACKAGE:
                     continue

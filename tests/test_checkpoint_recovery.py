@@ -99,13 +99,15 @@ def test_no_good_checkpoint_means_a_fresh_start(tmp_path):
     assert checkpoint.latest(tmp_path, lambda _m: None) is None
 
 
-def test_sft_resumes_from_the_previous_checkpoint_when_the_newest_is_truncated(tmp_path):
+def test_sft_resumes_from_the_previous_checkpoint_when_the_newest_is_truncated(
+    tiny_chars_model_dir, tmp_path
+):
     pytest.importorskip("transformers")
-    from fixtures_tiny_model import save_tiny_model, write_sft_jsonl
+    from fixtures_tiny_model import write_sft_jsonl
 
     from ares_cli.training.sft import SFTConfig, train_sft
 
-    model_dir, data = save_tiny_model(tmp_path / "base"), write_sft_jsonl(tmp_path / "sft.jsonl", 16)
+    model_dir, data = tiny_chars_model_dir, write_sft_jsonl(tmp_path / "sft.jsonl", 16)
     cfg = SFTConfig(epochs=2, lr=1e-3, batch_size=8, micro_batch_size=4, max_seq_len=96, save_every=1)
     kw = dict(model_path=model_dir, data_path=data)
     full = train_sft(cfg, **kw, out_dir=tmp_path / "full", log=lambda _m: None)

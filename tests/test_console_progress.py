@@ -80,13 +80,13 @@ def test_rl_loop_reports_steps_and_phases(tiny_model_dir, tmp_path):
     assert {"backward", "validate"} <= set(bar.phases[5:])
 
 
-def test_sft_loop_reports_steps(tmp_path):
-    from fixtures_tiny_model import save_tiny_model, write_sft_jsonl
+def test_sft_loop_reports_steps(tiny_chars_model_dir, tmp_path):
+    from fixtures_tiny_model import write_sft_jsonl
 
     from ares_cli.training.sft import SFTConfig, train_sft
 
     bar = _Recorder()
     cfg = SFTConfig(max_steps=2, batch_size=4, micro_batch_size=4, max_seq_len=96, save_every=0)
-    train_sft(cfg, model_path=save_tiny_model(tmp_path / "base"), data_path=write_sft_jsonl(tmp_path / "d.jsonl", 8),
+    train_sft(cfg, model_path=tiny_chars_model_dir, data_path=write_sft_jsonl(tmp_path / "d.jsonl", 8),
               out_dir=tmp_path / "out", log=lambda _m: None, progress=bar)  # fmt: skip
     assert bar.updates == [(0, 2), (1, None), (2, None)]

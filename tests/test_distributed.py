@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 import child_processes  # noqa: E402
-from fixtures_tiny_model import save_tiny_model, write_sft_jsonl  # noqa: E402
+from fixtures_tiny_model import write_sft_jsonl  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from ares_cli.errors import UsageError  # noqa: E402
@@ -41,9 +41,9 @@ ARGS = [
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tmp_path_factory, tiny_chars_model_dir):
     root = tmp_path_factory.mktemp("tiny_dist")
-    return save_tiny_model(root / "base"), write_sft_jsonl(root / "sft.jsonl", 16)
+    return tiny_chars_model_dir, write_sft_jsonl(root / "sft.jsonl", 16)
 
 
 def _free_port() -> int:

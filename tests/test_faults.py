@@ -18,52 +18,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import TOY_EVAL, TOY_PASSRATE
 from typer.testing import CliRunner
 
 from ares_cli.main import app
 
 pytest.importorskip("torch")
 
-PASSRATE = [
-    "passrate",
-    "--data",
-    "toy-train",
-    "--limit",
-    "4",
-    "-k",
-    "2",
-    "--set",
-    "chunk_problems=1",
-    "--max-new-tokens",
-    "96",
-]
-EVAL = ["eval", "--bench", "toy-val", "--limit", "2", "-k", "1", "--max-new-tokens", "96"]
+PASSRATE, EVAL = TOY_PASSRATE, TOY_EVAL  # the toy store's own stage arguments (conftest)
 
 
 def ares(root: Path, *args: str):
     return CliRunner().invoke(app, ["--artifacts-root", str(root), "--json", *args])
 
 
-@pytest.fixture(scope="module")
-def base_store(tmp_path_factory):
-    """A store with a toy-init model, a passrate on it, an eval of it and a curate set; ids by stage."""
-    root = tmp_path_factory.mktemp("faults") / "artifacts"
-    ids = {}
-    for stage, argv in (
-        ("toy-init", ["toy", "init"]),
-        ("passrate", [*PASSRATE, "--model", "{toy-init}"]),
-        ("eval", [*EVAL, "--model", "{toy-init}"]),
-        ("curate", ["curate", "--passrate", "{passrate}", "--per-bracket", "2"]),
-    ):
-        result = ares(root, *[a.format(**ids) for a in argv])
-        assert result.exit_code == 0, result.output
-        ids[stage] = json.loads(result.stdout.strip().splitlines()[-1])["artifact_id"]
-    return root, ids
-
-
 @pytest.fixture
-def store(base_store, tmp_path):
-    root, ids = base_store
+def store(toy_store, tmp_path):
+    """A copy of the toy store (toy-init model, passrate, eval, curate; ids by stage) for one fault."""
+    root, ids = toy_store
     shutil.copytree(root, tmp_path / "artifacts")
     return tmp_path / "artifacts", dict(ids)
 
@@ -315,14 +287,16 @@ def test_stage_files_get_the_umask_permissions(store):
     assert modes["problems.jsonl"] == modes["passrates.jsonl"] == modes["manifest.json"] == "0o644", modes
 
 
-def test_a_full_disk_while_checkpointing_keeps_the_earlier_checkpoints_and_resumes(tmp_path, monkeypatch):
+def test_a_full_disk_while_checkpointing_keeps_the_earlier_checkpoints_and_resumes(
+    tiny_chars_model_dir, tmp_path, monkeypatch
+):
     import safetensors.torch
-    from fixtures_tiny_model import save_tiny_model, write_sft_jsonl
+    from fixtures_tiny_model import write_sft_jsonl
     from safetensors import SafetensorError
 
     from ares_cli.training import checkpoint
 
-    model, data = save_tiny_model(tmp_path / "base"), write_sft_jsonl(tmp_path / "sft.jsonl", 16)
+    model, data = tiny_chars_model_dir, write_sft_jsonl(tmp_path / "sft.jsonl", 16)
     argv = ["sft", "--model", str(model), "--data", str(data), "--epochs", "2", "--batch-size", "8",
             "--set", "save_every=1", "--set", "micro_batch_size=4", "--set", "max_seq_len=96"]  # fmt: skip
     real_save_file = safetensors.torch.save_file

@@ -435,7 +435,7 @@ def test_the_valid_tiny_models_still_plan(tmp_path, tiny_model_dir, which):
 
 
 @pytest.mark.valid_input
-def test_the_vision_language_models_pass_the_check(tiny_vl_dir, tmp_path):
+def test_the_vision_language_models_pass_the_check(tiny_vl_dir, tmp_path, qwen_tokenizer_json):
     from plan_models import header_only_twin
 
     from ares_cli.models.checked_dir import check_model_files

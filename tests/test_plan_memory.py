@@ -124,7 +124,7 @@ def test_header_shapes_match_the_real_model():
     assert (shape.vocab, shape.hidden, shape.layers, shape.tied) == (92, 128, 4, True)
 
 
-def test_header_only_twin_has_the_real_parameter_count(tmp_path):
+def test_header_only_twin_has_the_real_parameter_count(tmp_path, qwen_tokenizer_json):
     sys.path.insert(0, str(REPO / "tests"))
     from plan_models import header_only_twin
 

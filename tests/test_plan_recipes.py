@@ -20,14 +20,14 @@ GIB = 2**30
 
 
 @pytest.fixture(scope="module")
-def qwen15(tmp_path_factory) -> Path:
+def qwen15(tmp_path_factory, qwen_tokenizer_json) -> Path:
     from plan_models import header_only_twin
 
     return header_only_twin(tmp_path_factory.mktemp("q15") / "model")
 
 
 @pytest.fixture(scope="module")
-def vl7b(tmp_path_factory) -> Path:
+def vl7b(tmp_path_factory, qwen_tokenizer_json) -> Path:
     from plan_models import header_only_twin
 
     return header_only_twin(tmp_path_factory.mktemp("vl7") / "model", name="qwen2.5-vl-7b")

@@ -46,7 +46,7 @@ def reference():
 
 
 @pytest.fixture(scope="module")
-def saved():
+def saved(qwen_tokenizer_json):
     """Each flavour as ``save_pretrained`` wrote it into the cache, loaded back through AutoTokenizer."""
     from transformers import AutoTokenizer
 

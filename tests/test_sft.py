@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from fixtures_tiny_model import save_tiny_model, tiny_tokenizer, write_sft_jsonl  # noqa: E402
+from fixtures_tiny_model import tiny_tokenizer, write_sft_jsonl  # noqa: E402
 
 from ares_cli.errors import InputError  # noqa: E402
 from ares_cli.models import freeze_vision_tower, load_model  # noqa: E402
@@ -28,9 +28,9 @@ from ares_cli.training.sft_data import (  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tmp_path_factory, tiny_chars_model_dir):
     root = tmp_path_factory.mktemp("tiny")
-    return save_tiny_model(root / "base"), write_sft_jsonl(root / "sft.jsonl", 24)
+    return tiny_chars_model_dir, write_sft_jsonl(root / "sft.jsonl", 24)
 
 
 def _cfg(**kw):

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from fixtures_tiny_model import save_tiny_model, write_sft_jsonl  # noqa: E402
+from fixtures_tiny_model import write_sft_jsonl  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from ares_cli.main import app  # noqa: E402
@@ -19,9 +19,9 @@ FAST = ["--set", "lr=1e-3", "--set", "micro_batch_size=2", "--set", "max_seq_len
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tmp_path_factory, tiny_chars_model_dir):
     root = tmp_path_factory.mktemp("tiny_cli")
-    return save_tiny_model(root / "base"), write_sft_jsonl(root / "sft.jsonl", 16)
+    return tiny_chars_model_dir, write_sft_jsonl(root / "sft.jsonl", 16)
 
 
 def _sft(root, *args):

@@ -175,10 +175,10 @@ def _sft_gradient(model_dir, data, **kw):
 
 
 @pytest.mark.parametrize("batching", ["length_grouped", "packed"])
-def test_sft_token_budget_leaves_the_gradient_unchanged(tmp_path, batching):
-    from fixtures_tiny_model import save_tiny_model, write_sft_jsonl
+def test_sft_token_budget_leaves_the_gradient_unchanged(tiny_chars_model_dir, tmp_path, batching):
+    from fixtures_tiny_model import write_sft_jsonl
 
-    model_dir, data = save_tiny_model(tmp_path / "base"), write_sft_jsonl(tmp_path / "sft.jsonl", 24)
+    model_dir, data = tiny_chars_model_dir, write_sft_jsonl(tmp_path / "sft.jsonl", 24)
     old, old_loss, old_n = _sft_gradient(model_dir, data, micro_batch_size=2, max_tokens_per_micro_batch=None,
                                          batching=batching)  # fmt: skip
     new, new_loss, new_n = _sft_gradient(model_dir, data, micro_batch_size=2, batching=batching)

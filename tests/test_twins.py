@@ -48,7 +48,7 @@ def test_layers_default_to_two_and_full_depth_for_the_measurement_twin():
 
 
 @pytest.fixture(scope="module")
-def small_twin(tmp_path_factory):
+def small_twin(tmp_path_factory, qwen_tokenizer_json):
     """``ares toy twin qwen2.5-0.5b --layers 2`` through the CLI: 151,936-token vocabulary, tied, 14/2 heads."""
     from conftest import run_ares
 

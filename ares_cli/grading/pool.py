@@ -10,6 +10,7 @@ string, so pathological answers cost one timeout each instead of one per compari
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import threading
 import time
 from collections import deque
@@ -23,6 +24,7 @@ from ares_cli.grading.cache import GradeCache
 from ares_cli.grading.extract import extract_boxed
 from ares_cli.grading.graders import CORRECT, ERROR, INVALID, TIMEOUT
 from ares_cli.grading.registry import GraderRegistry, GraderSpec, load_target, resolve_grader
+from ares_cli.grading.start_method import AUTO, worker_context
 from ares_cli.grading.worker import worker_main
 
 _MAX_START_FAILURES = 3
@@ -56,6 +58,10 @@ class GradingPool:
 
     ``timeout_s`` is the hard per-sample limit; a soft in-worker alarm fires at ``soft_fraction`` of it so
     ordinary slow samples do not cost a process restart.
+
+    ``mp_context``: how workers start (:mod:`ares_cli.grading.start_method`): ``auto`` (a forkserver that
+    has the grader's modules imported, where the platform has one, else ``spawn``), ``forkserver`` or
+    ``spawn``.
     """
 
     grades_in_background = True  # has submit(): grading can overlap the caller's next batch
@@ -72,7 +78,7 @@ class GradingPool:
         soft_fraction: float = 0.8,
         start_timeout_s: float = 120.0,
         chunk_size: int = 16,
-        mp_context: str = "spawn",
+        mp_context: str = AUTO,
     ):
         if workers < 1:
             raise UsageError(f"grading workers must be >= 1, got {workers}")
@@ -86,7 +92,7 @@ class GradingPool:
         self.cache = cache if cache is not None else GradeCache()
         self.stats = {"graded": 0, "cached": 0, "timeouts": 0, "killed": 0, "died": 0, "started": 0}
         self.timed_out: set[str] = set()  # answers whose grading hit the hard timeout (never retried)
-        self._ctx = mp.get_context(mp_context)
+        self._ctx = worker_context(mp_context, self.spec.preload)
         self._workers: list[_Worker] = []
         self._start_failures = 0
         self._lock = threading.RLock()  # one grading call at a time: the caller's or the background one
@@ -103,6 +109,11 @@ class GradingPool:
     @property
     def grader(self) -> str:
         return self.spec.label
+
+    @property
+    def start_method(self) -> str:
+        """How this pool's workers start: ``forkserver`` or ``spawn``."""
+        return self._ctx.get_start_method()
 
     def worker_pids(self) -> list[int]:
         """Process ids of the current workers (for monitoring; they change when a worker is replaced)."""
@@ -134,9 +145,17 @@ class GradingPool:
 
     def _spawn(self) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
+        environ = dict(os.environ) if self.start_method == "forkserver" else None  # a fork has the server's
         proc = self._ctx.Process(
             target=worker_main,
-            args=(child, [self.spec.target], list(self.spec.preload), list(self.spec.warmup), self.soft_s),
+            args=(
+                child,
+                [self.spec.target],
+                list(self.spec.preload),
+                list(self.spec.warmup),
+                self.soft_s,
+                environ,
+            ),
             daemon=True,
             name=f"ares-grader-{self.spec.name}",
         )

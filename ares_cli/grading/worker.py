@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 
 from ares_cli.grading.graders import ERROR, TIMEOUT, normalize_grade
@@ -48,8 +48,13 @@ def worker_main(
     preload: Sequence[str],
     warmup: Sequence[tuple[str, str]],
     soft_s: float,
+    environ: Mapping[str, str] | None = None,
 ) -> None:
-    """Entry point of a worker process (spawn-safe: module-level, arguments picklable)."""
+    """Entry point of a worker process (spawn-safe: module-level, arguments picklable). ``environ``: the
+    caller's environment, taken over first (a forked worker has its forkserver's, from the server's start)."""
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and kills its workers
     signal.signal(signal.SIGALRM, _on_alarm)
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # its "timeout disabled" notice: ours is on
