@@ -99,7 +99,7 @@ def qwen_tokenizer_json() -> Path:
     worker while the others wait instead of by each at once on a cold cache."""
     from filelock import FileLock
 
-    from ares_cli.toy.qwen_tokenizer import cache_root, tokenizer_json
+    from ares_cli.rehearsal.qwen_tokenizer import cache_root, tokenizer_json
 
     cache_root().mkdir(parents=True, exist_ok=True)
     with FileLock(str(cache_root() / "qwen2.5-tokenizer.lock")):
