@@ -10,7 +10,8 @@ awake; the engine must hold its 16-bit weights and the KV cache of at least one 
 ``rollout.sleep_mode`` (auto = on a GPU) the engine sleeps through the passes and the update, keeping only
 its allowance: the trainer's budget is the GPU less that allowance, and the engine's awake share becomes one
 more phase (the rollout), as does the weight sync (the largest parameter gathered alone under ZeRO-3, plus
-the engine's woken weights) and, under ZeRO-3, the start-up (the whole policy before DeepSpeed partitions it).
+the engine's woken weights) and, under ZeRO-3, the start-up (the policy built partitioned under ``zero.Init``:
+its largest parameter whole while loading).
 A vision-language model's tower adds its activations over the micro-batch's patches (``memory.vision_tower_bytes``)
 to the update and the no-grad passes.
 """
@@ -118,10 +119,10 @@ def estimate_rl(cfg, shape: ModelShape, target: Target, facts: RLFacts) -> Estim
         phases["rollout (vLLM awake)"] = [Term("vLLM engine (awake)", max(0, share - VLLM_OVERHEAD), "reserved",
                                                f"its weights + KV cache: {r.vllm_gpu_memory_utilization:g} of the GPU "
                                                "less the allowance the budget keeps")]  # fmt: skip
-    if zero3:  # DeepSpeed receives the whole model on the device before it partitions it
-        phases["start-up (load)"] = [Term("whole policy before partitioning", b * shape.params * (world - 1) // world,
-                                          "exact", f"loaded in the training dtype ({8 * b}-bit), not fp32 "
-                                          "first; beyond this rank's own shard")]  # fmt: skip
+    if zero3:  # built under zero.Init (training/zero3_init.py): one parameter whole at a time, then its shard
+        phases["start-up (load)"] = [Term("largest parameter whole while loading", b * largest_parameter(shape), "exact",
+                                          f"zero.Init: each module built and its checkpoint values scattered "
+                                          f"whole, one at a time, {8 * b}-bit; the rest only as shards")]  # fmt: skip
     phases["optimizer step"] = [Term("optimizer step", memory.optimizer_step_transient(_shard(shape, facts, world)),
                                      "estimate", "AdamW's float32 temporary over this rank's moments")]  # fmt: skip
     peak_name = max(phases, key=lambda k: memory.total(phases[k]))

@@ -14,7 +14,7 @@ from ares_cli.planning import data_checks
 from ares_cli.planning.estimate_rl import RLFacts, estimate_rl, rl_micro_batch
 from ares_cli.planning.report import PlanReport
 from ares_cli.planning.shapes import read_model_shape
-from ares_cli.planning.suggest import ZERO_FILES, Change, suggestions
+from ares_cli.planning.suggest import Change, suggestions, zero_family
 from ares_cli.planning.target import Target
 from ares_cli.stages.checklist import Checklist
 from ares_cli.training.micro_batches import budget_setting
@@ -106,8 +106,8 @@ def plan_rl(prepare, target: Target) -> PlanReport:
 
     report.estimate = estimator(cfg, prepared.zero, target)
     if not report.estimate.fits:
-        report.suggestions = suggestions(cfg, prepared.zero, target, rl_families(cfg, facts, target, report.estimate),
-                                         estimator)  # fmt: skip
+        families = rl_families(cfg, facts, target, report.estimate, params=shape.params)
+        report.suggestions = suggestions(cfg, prepared.zero, target, families, estimator)
     return report
 
 
@@ -166,7 +166,7 @@ def batch_arithmetic(cfg, world: int, prepared) -> dict:
     return out
 
 
-def rl_families(cfg, facts: RLFacts, target: Target, current) -> list[list[Change]]:
+def rl_families(cfg, facts: RLFacts, target: Target, current, *, params: int) -> list[list[Change]]:
     """Candidate changes, family by family (see :mod:`ares_cli.planning.suggest`)."""
     o, r = cfg.optim, cfg.rollout
     families: list[list[Change]] = []
@@ -189,10 +189,7 @@ def rl_families(cfg, facts: RLFacts, target: Target, current) -> list[list[Chang
         families.append(
             [Change(f"--set optim.micro_batch_size={m}", (("optim.micro_batch_size", m),)) for m in sizes]
         )
-    stage = facts.zero["stage"] if facts.zero else None
-    zeros = [s for s in (2, 3) if stage is None or s > stage]
-    families.append([Change(f"--deepspeed pipelines/deepspeed/zero{s}.json", (("optim.deepspeed", f"pipelines/deepspeed/zero{s}.json"),),
-                            zero=ZERO_FILES[s]) for s in zeros])  # fmt: skip
+    families.append(zero_family(facts.zero, target, params, key="optim.deepspeed"))
     families.append([_more_gpus(target, k) for k in (2, 4, 8) if _divides(cfg, target.world * k)])
     return [f for f in families if f]
 

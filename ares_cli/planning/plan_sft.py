@@ -11,7 +11,7 @@ from ares_cli.planning import data_checks
 from ares_cli.planning.estimate_sft import SFTFacts, estimate_sft
 from ares_cli.planning.plan_rl import model_checks
 from ares_cli.planning.report import PlanReport
-from ares_cli.planning.suggest import ZERO_FILES, Change, suggestions
+from ares_cli.planning.suggest import Change, suggestions, zero_family
 from ares_cli.planning.target import Target
 from ares_cli.stages.checklist import Checklist
 
@@ -42,8 +42,8 @@ def plan_sft(prepare, target: Target) -> PlanReport:
 
     report.estimate = estimator(cfg, prepared.zero, target)
     if not report.estimate.fits:
-        report.suggestions = suggestions(cfg, prepared.zero, target, sft_families(cfg, prepared.zero, target),
-                                         estimator)  # fmt: skip
+        families = sft_families(cfg, prepared.zero, target, params=shape.params)
+        report.suggestions = suggestions(cfg, prepared.zero, target, families, estimator)
     return report
 
 
@@ -63,7 +63,7 @@ def _check_sft_images(checks: Checklist, data_path) -> None:
     data_checks.check_images(checks, "images (data)", records, locations)
 
 
-def sft_families(cfg, zero, target: Target) -> list[list[Change]]:
+def sft_families(cfg, zero, target: Target, *, params: int) -> list[list[Change]]:
     families: list[list[Change]] = []
     if cfg.stats_path == "logits":
         families.append([Change("--set stats_path=fused", (("stats_path", "fused"),))])
@@ -75,9 +75,7 @@ def sft_families(cfg, zero, target: Target) -> list[list[Change]]:
     else:  # a token budget holds at least the longest row: one row per micro-batch is the least
         families.append([Change("--set max_tokens_per_micro_batch=null --set micro_batch_size=1",
                                 (("max_tokens_per_micro_batch", None), ("micro_batch_size", 1)))])  # fmt: skip
-    stage = zero["stage"] if zero else None
-    families.append([Change(f"--deepspeed pipelines/deepspeed/zero{s}.json", zero=ZERO_FILES[s])
-                     for s in (2, 3) if stage is None or s > stage])  # fmt: skip
+    families.append(zero_family(zero, target, params))
     families.append([Change(f"--gpus {target.gpus_per_node * k}", gpus_per_node=target.gpus_per_node * k)
                      for k in (2, 4, 8) if target.gpus_per_node * k <= 8])  # fmt: skip
     return [f for f in families if f]
