@@ -132,7 +132,7 @@ def freeze_by_name(model, patterns: Iterable[str], *, keep: Iterable[str] = ()) 
         parts = name.split(".")
         if any(p in patterns for p in parts) and not any(k in keep for k in parts):
             param.requires_grad_(False)
-            frozen += param.numel()
+            frozen += int(getattr(param, "ds_numel", param.numel()))  # a ZeRO-3 partition: its real size
     return frozen
 
 

@@ -15,7 +15,7 @@ its 16-bit weights and the KV cache of at least one sequence of ``max_prompt_tok
 through the passes and the update, keeping only its allowance: the trainer's budget is the GPU less that
 allowance, and the engine's awake share becomes one more phase (the rollout), as does the weight sync (the
 largest parameter gathered alone under ZeRO-3, plus the engine's woken weights) and, under ZeRO-3, the
-start-up (the whole policy before DeepSpeed partitions it). A vision-language model's tower adds its
+start-up (the policy built partitioned under ``zero.Init``: its largest parameter whole while loading). A vision-language model's tower adds its
 activations over the micro-batch's patches (``memory.vision_tower_bytes``) to the update and the no-grad
 passes.
 """
@@ -30,7 +30,7 @@ from ares_cli.planning import input_checks, memory
 from ares_cli.planning.memory import GIB, VLLM_OVERHEAD, MicroBatch, Term, model_state_terms
 from ares_cli.planning.report import PlanReport
 from ares_cli.planning.shapes import ModelShape
-from ares_cli.planning.suggest import ZERO_FILES, Change, suggestions
+from ares_cli.planning.suggest import Change, suggestions, zero_family
 from ares_cli.planning.target import Estimate, Target, check_budget
 from ares_cli.stages.checklist import Checklist
 from ares_cli.training.micro_batches import budget_setting
@@ -105,8 +105,8 @@ def plan_rl(prepare, target: Target) -> PlanReport:
 
     report.estimate = estimator(cfg, prepared.zero, target)
     if not report.estimate.fits:
-        report.suggestions = suggestions(cfg, prepared.zero, target, rl_families(cfg, facts, target, report.estimate),
-                                         estimator)  # fmt: skip
+        families = rl_families(cfg, facts, target, report.estimate, params=shape.params)
+        report.suggestions = suggestions(cfg, prepared.zero, target, families, estimator)
     return report
 
 
@@ -150,7 +150,7 @@ def batch_arithmetic(cfg, world: int, prepared) -> dict:
     return out
 
 
-def rl_families(cfg, facts: RLFacts, target: Target, current) -> list[list[Change]]:
+def rl_families(cfg, facts: RLFacts, target: Target, current, *, params: int) -> list[list[Change]]:
     """Candidate changes, family by family (see :mod:`ares_cli.planning.suggest`)."""
     o, r = cfg.optim, cfg.rollout
     families: list[list[Change]] = []
@@ -173,10 +173,7 @@ def rl_families(cfg, facts: RLFacts, target: Target, current) -> list[list[Chang
         families.append(
             [Change(f"--set optim.micro_batch_size={m}", (("optim.micro_batch_size", m),)) for m in sizes]
         )
-    stage = facts.zero["stage"] if facts.zero else None
-    zeros = [s for s in (2, 3) if stage is None or s > stage]
-    families.append([Change(f"--deepspeed pipelines/deepspeed/zero{s}.json", (("optim.deepspeed", f"pipelines/deepspeed/zero{s}.json"),),
-                            zero=ZERO_FILES[s]) for s in zeros])  # fmt: skip
+    families.append(zero_family(facts.zero, target, params, key="optim.deepspeed"))
     families.append([_more_gpus(target, k) for k in (2, 4, 8) if _divides(cfg, target.world * k)])
     return [f for f in families if f]
 
@@ -282,10 +279,10 @@ def estimate_rl(cfg, shape: ModelShape, target: Target, facts: RLFacts) -> Estim
         phases["rollout (vLLM awake)"] = [Term("vLLM engine (awake)", max(0, share - VLLM_OVERHEAD), "reserved",
                                                f"its weights + KV cache: {r.vllm_gpu_memory_utilization:g} of the GPU "
                                                "less the allowance the budget keeps")]  # fmt: skip
-    if zero3:  # DeepSpeed receives the whole model on the device before it partitions it
-        phases["start-up (load)"] = [Term("whole policy before partitioning", b * shape.params * (world - 1) // world,
-                                          "exact", f"loaded in the training dtype ({8 * b}-bit), not fp32 "
-                                          "first; beyond this rank's own shard")]  # fmt: skip
+    if zero3:  # built under zero.Init (training/zero3_init.py): one parameter whole at a time, then its shard
+        phases["start-up (load)"] = [Term("largest parameter whole while loading", b * largest_parameter(shape), "exact",
+                                          f"zero.Init: each module built and its checkpoint values scattered "
+                                          f"whole, one at a time, {8 * b}-bit; the rest only as shards")]  # fmt: skip
     phases["optimizer step"] = [Term("optimizer step", memory.optimizer_step_transient(_shard(shape, facts, world)),
                                      "estimate", "AdamW's float32 temporary over this rank's moments")]  # fmt: skip
     peak_name = max(phases, key=lambda k: memory.total(phases[k]))

@@ -23,7 +23,7 @@ from ares_cli.planning import input_checks, memory
 from ares_cli.planning.memory import GIB, MicroBatch, Term, model_state_terms
 from ares_cli.planning.report import PlanReport
 from ares_cli.planning.shapes import ModelShape
-from ares_cli.planning.suggest import ZERO_FILES, Change, suggestions
+from ares_cli.planning.suggest import Change, suggestions, zero_family
 from ares_cli.planning.target import Estimate, Target, check_budget
 from ares_cli.stages.checklist import Checklist
 
@@ -56,8 +56,8 @@ def plan_sft(prepare, target: Target) -> PlanReport:
 
     report.estimate = estimator(cfg, prepared.zero, target)
     if not report.estimate.fits:
-        report.suggestions = suggestions(cfg, prepared.zero, target, sft_families(cfg, prepared.zero, target),
-                                         estimator)  # fmt: skip
+        families = sft_families(cfg, prepared.zero, target, params=shape.params)
+        report.suggestions = suggestions(cfg, prepared.zero, target, families, estimator)
     return report
 
 
@@ -77,7 +77,7 @@ def _check_sft_images(checks: Checklist, data_path) -> None:
     input_checks.check_images(checks, "images (data)", records, locations)
 
 
-def sft_families(cfg, zero, target: Target) -> list[list[Change]]:
+def sft_families(cfg, zero, target: Target, *, params: int) -> list[list[Change]]:
     families: list[list[Change]] = []
     if cfg.stats_path == "logits":
         families.append([Change("--set stats_path=fused", (("stats_path", "fused"),))])
@@ -89,9 +89,7 @@ def sft_families(cfg, zero, target: Target) -> list[list[Change]]:
     else:  # a token budget holds at least the longest row: one row per micro-batch is the least
         families.append([Change("--set max_tokens_per_micro_batch=null --set micro_batch_size=1",
                                 (("max_tokens_per_micro_batch", None), ("micro_batch_size", 1)))])  # fmt: skip
-    stage = zero["stage"] if zero else None
-    families.append([Change(f"--deepspeed pipelines/deepspeed/zero{s}.json", zero=ZERO_FILES[s])
-                     for s in (2, 3) if stage is None or s > stage])  # fmt: skip
+    families.append(zero_family(zero, target, params))
     families.append([Change(f"--gpus {target.gpus_per_node * k}", gpus_per_node=target.gpus_per_node * k)
                      for k in (2, 4, 8) if target.gpus_per_node * k <= 8])  # fmt: skip
     return [f for f in families if f]

@@ -210,8 +210,30 @@ def _complete_steps(root: Path) -> list[Path]:
 def latest(root: Path, log: Callable[[str], None] | None = None) -> Path | None:
     """The newest checkpoint under ``root`` whose files all verify, or None; a damaged newer one is skipped.
 
-    Every rank calls it and verifies every file, so all ranks pick the same checkpoint.
+    Every rank calls it; rank 0 alone re-hashes the files (every rank's) and the others take its answer
+    (one broadcast), so all ranks pick the same checkpoint and each file is read once, not once per rank.
+    A failure on rank 0 is raised there and reported on the other ranks.
     """
+    from ares_cli.errors import StageFailure
+    from ares_cli.training import distributed
+
+    if not distributed.is_initialized():
+        return _latest_verified(root, log)
+    answer = None
+    if distributed.is_main():
+        try:
+            found = _latest_verified(root, log)
+        except Exception as err:
+            distributed.broadcast_json({"error": f"{type(err).__name__}: {err}"})
+            raise
+        answer = {"name": found.name if found is not None else None}
+    answer = distributed.broadcast_json(answer)
+    if "error" in answer:
+        raise StageFailure(f"rank 0 could not verify the checkpoints under {root}: {answer['error']}")
+    return root / answer["name"] if answer["name"] is not None else None
+
+
+def _latest_verified(root: Path, log: Callable[[str], None] | None) -> Path | None:
     for path in reversed(_complete_steps(root)):
         problems = checkpoint_problems(path)
         if not problems:

@@ -10,6 +10,7 @@ optimiser step, so summing rank gradients gives the single-process gradient what
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -145,6 +146,12 @@ def shutdown() -> None:
         dist.destroy_process_group()
 
 
+def rank_share(total: int, rank: int, world: int) -> int:
+    """Rank ``rank``'s part of ``total`` split over ``world`` ranks (the first ``total % world`` ranks take one
+    more), at least 1: a run's grading workers, so 8 ranks of a 16-worker recipe start 16, not 128."""
+    return max(1, total // world + (rank < total % world))
+
+
 def launched_ranks() -> int:
     """WORLD_SIZE as set by torchrun / deepspeed (1 when not launched by one)."""
     return int(os.environ.get("WORLD_SIZE", "1"))
@@ -243,23 +250,30 @@ def check_deepspeed_config(config: dict[str, Any], path: str | Path) -> dict[str
 
 def deepspeed_engine(model, optimizer, config: dict[str, Any]):
     """Wrap ``model`` and a client torch optimizer in a DeepSpeed engine (process group already set up)."""
-    os.environ.setdefault("DS_ACCELERATOR", "cpu" if not _cuda() else "cuda")
-    if not is_initialized() and launched_ranks() == 1:
-        _single_process_env()
-        atexit.register(shutdown)  # the group DeepSpeed forms must not outlive the interpreter (see above)
-    import contextlib
-    import sys
+    with deepspeed_ready():
+        import deepspeed
 
-    import deepspeed
-
-    from ares_cli.training.deepspeed_ops import without_inference_shm_op
-
-    # stdout carries only the stage's result: DeepSpeed prints its op builds there ("... built successfully")
-    with contextlib.redirect_stdout(sys.stderr), without_inference_shm_op():
         engine, _, _, _ = deepspeed.initialize(
             model=model, optimizer=optimizer, config=config, dist_init_required=not is_initialized()
         )
     return engine
+
+
+@contextlib.contextmanager
+def deepspeed_ready():
+    """What every call into DeepSpeed runs inside: its accelerator named, a group of one formed for a process
+    started without a launcher (torn down at exit), stdout kept for the stage's result (DeepSpeed prints its
+    op builds there, "... built successfully") and its comm backend formed without the inference-only op."""
+    os.environ.setdefault("DS_ACCELERATOR", "cpu" if not _cuda() else "cuda")
+    if not is_initialized() and launched_ranks() == 1:
+        _single_process_env()
+        atexit.register(shutdown)  # the group DeepSpeed forms must not outlive the interpreter (see above)
+    import sys
+
+    from ares_cli.training.deepspeed_ops import without_inference_shm_op
+
+    with contextlib.redirect_stdout(sys.stderr), without_inference_shm_op():
+        yield
 
 
 def _single_process_env() -> None:

@@ -3,7 +3,8 @@ optimizer) and what a checkpoint carries from one step to the next (:class:`SFTS
 
 :func:`set_up` seeds every RNG, loads the model (vision tower frozen as configured) and the examples, plans
 the steps, resumes from the newest checkpoint that verifies (weights go in before the optimizer and ZeRO's
-fp32 partitions are built from them) and builds the optimizer and the DeepSpeed engine.
+fp32 partitions are built from them) and builds the optimizer and the DeepSpeed engine. Under ZeRO-3 the
+model is built partitioned (:mod:`ares_cli.training.zero3_init`), never whole on a rank.
 """
 
 from __future__ import annotations
@@ -80,9 +81,12 @@ def accumulation_steps(config, world_size: int) -> int:
 
 
 def param_groups(model, weight_decay: float) -> list[dict]:
-    """AdamW groups: decay on matrices, none on biases and norms; frozen parameters left out."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    """AdamW groups: decay on matrices, none on biases and norms; frozen parameters left out. A ZeRO-3
+    partition (an empty 1-D ``data``) is grouped by its real shape."""
+    from ares_cli.training.zero3_init import param_shape
+
+    decay = [p for p in model.parameters() if p.requires_grad and len(param_shape(p)) >= 2]
+    rest = [p for p in model.parameters() if p.requires_grad and len(param_shape(p)) < 2]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
@@ -100,6 +104,7 @@ def set_up(config, *, model_path, data_path, out_dir, log, progress) -> tuple[SF
     from ares_cli.training.micro_batches import token_budget
     from ares_cli.training.offload import with_client_optimizer
     from ares_cli.training.sft_data import load_examples
+    from ares_cli.training.zero3_init import load_partitioned_state, partitioned_loading
 
     dist = distributed.init_from_env()
     out_dir = Path(out_dir)
@@ -112,16 +117,23 @@ def set_up(config, *, model_path, data_path, out_dir, log, progress) -> tuple[SF
     tokenizer = load_tokenizer(model_path)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     processor = load_processor(model_path, min_pixels=config.min_pixels, max_pixels=config.max_pixels)
-    model = load_model(model_path)
+    bf16 = config.dtype == "bf16" or (config.dtype == "auto" and dist.device.startswith("cuda"))
+    n_micro = accumulation_steps(config, dist.world_size)
+    ds_config = None
+    if config.deepspeed:
+        ds_config = distributed.deepspeed_config(config.deepspeed, micro_batch=config.micro_batch_size,
+                                                 grad_accum=n_micro, world_size=dist.world_size,
+                                                 grad_clip=config.grad_clip, bf16=bf16)  # fmt: skip
+        ds_config = with_client_optimizer(ds_config, config.deepspeed)
+    with partitioned_loading(ds_config) as partitioned:  # ZeRO-3: each rank builds only its partition
+        model = load_model(model_path)
     frozen = freeze_vision_tower(model, train_merger=config.train_merger) if config.freeze_vision_tower else 0
     if config.gradient_checkpointing:
         enable = (
             getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
         )
         enable()
-    bf16 = config.dtype == "bf16" or (config.dtype == "auto" and dist.device.startswith("cuda"))
     examples, counts = load_examples(Path(data_path), tokenizer, config.max_seq_len, processor=processor)
-    n_micro = accumulation_steps(config, dist.world_size)
     steps_per_epoch = math.ceil(len(examples) / config.batch_size)
     total_steps = config.max_steps or config.epochs * steps_per_epoch
     budget = config.max_tokens_per_micro_batch
@@ -140,29 +152,21 @@ def set_up(config, *, model_path, data_path, out_dir, log, progress) -> tuple[SF
         model_state, opt_state, meta = checkpoint.load(resume_from, dist.rank)
         if meta["world_size"] != dist.world_size and config.deepspeed:
             raise UsageError(f"{resume_from} was written by {meta['world_size']} ranks; rerun with as many")
-        model.load_state_dict(model_state)
+        if partitioned:
+            load_partitioned_state(model, model_state)
+        else:
+            model.load_state_dict(model_state)
         loop = SFTState(meta["step"], meta["counters"])
         log(f"sft: resuming from {resume_from.name}")
-    model.to(dist.device)
+    if not partitioned:  # zero.Init placed the partitions already
+        model.to(dist.device)
     optimizer = torch.optim.AdamW(
         param_groups(model, config.weight_decay),
         lr=config.lr,
         betas=(config.adam_beta1, config.adam_beta2),
         eps=config.adam_eps,
     )
-    engine = None
-    if config.deepspeed:
-        ds_config = distributed.deepspeed_config(
-            config.deepspeed,
-            micro_batch=config.micro_batch_size,
-            grad_accum=n_micro,
-            world_size=dist.world_size,
-            grad_clip=config.grad_clip,
-            bf16=bf16,
-        )
-        engine = distributed.deepspeed_engine(
-            model, optimizer, with_client_optimizer(ds_config, config.deepspeed)
-        )
+    engine = distributed.deepspeed_engine(model, optimizer, ds_config) if ds_config is not None else None
     if resume_from is not None:
         checkpoint.load_optimizer(engine, optimizer, opt_state)
     trainable = [p for p in model.parameters() if p.requires_grad]

@@ -241,7 +241,12 @@ class GradingConfig:
         False, "Allow a module:function grader: import and run that module (command line only).",
         command_line_only="--trust-grader-code",
     )  # fmt: skip
-    workers: int = option(2, "Grading worker processes per rank.", ge=1, le=256)
+    workers: int = option(
+        2,
+        "Grading worker processes of the run, split across its ranks (each rank at least one).",
+        ge=1,
+        le=256,
+    )
     timeout_s: float = option(10.0, "Hard per-response grading timeout (the worker is killed).", gt=0.0)
     overlap: bool = option(
         True, "Grade each finished decode batch in the background while the next one decodes (hf backend).",

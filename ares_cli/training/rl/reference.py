@@ -31,14 +31,17 @@ def zero3_inference_config(policy_config: dict) -> dict:
 
 def load_reference(kl, model_path, dist, *, dtype: str, policy_zero_stage: int, policy_ds_config=None):
     """(the reference to forward, its placement per the ``kl`` section). Loaded in the training ``dtype``,
-    frozen."""
+    frozen; under ``zero3`` partitioned from the start (:mod:`ares_cli.training.zero3_init`)."""
     from ares_cli.models import load_model
     from ares_cli.training import distributed
+    from ares_cli.training.zero3_init import partitioned_loading
 
     where = placement(kl, policy_zero_stage)
-    ref = load_model(model_path, dtype=dtype).eval().requires_grad_(False)
+    ds_config = zero3_inference_config(policy_ds_config or {}) if where == "zero3" else None
+    with partitioned_loading(ds_config):  # zero3: each rank builds only its partition
+        ref = load_model(model_path, dtype=dtype).eval().requires_grad_(False)
     if where == "zero3":
-        engine = distributed.deepspeed_engine(ref, None, zero3_inference_config(policy_ds_config or {}))
+        engine = distributed.deepspeed_engine(ref, None, ds_config)
         engine.eval()
         return engine, where
     return (ref if where == "cpu" else ref.to(dist.device)), where

@@ -3,7 +3,8 @@ algorithm) and what a checkpoint carries from one step to the next (:class:`Loop
 
 :func:`set_up` seeds every RNG, loads the policy (+ the frozen reference the algorithm may need), resumes
 from the newest checkpoint that verifies (weights go in before the optimizer is built from them) and builds
-the optimizer, the DeepSpeed engine and the rollout backend, in that order.
+the optimizer, the DeepSpeed engine and the rollout backend, in that order. Under ZeRO-3 the policy (and
+a ``zero3`` reference) is built partitioned (:mod:`ares_cli.training.zero3_init`), never whole on a rank.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     from ares_cli.training.rl.registry import build_algorithm
     from ares_cli.training.rl.rollout import PromptSampler
     from ares_cli.training.sft_setup import param_groups
+    from ares_cli.training.zero3_init import load_partitioned_state, partitioned_loading
 
     dist = distributed.init_from_env()
     log = log if dist.is_main else (lambda _msg: None)
@@ -141,9 +143,12 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     problems = fitting_prompts(problems, tokenizer, r, log, processor, window=model_context(model_path),
                                lengths=prompt_lengths)  # fmt: skip
     algo = build_algorithm(cfg, reduce, distributed.all_gather_1d)
-    # in the training dtype from the start: bf16 weights, not an fp32 copy that DeepSpeed casts later
+    # in the training dtype from the start: bf16 weights, not an fp32 copy that DeepSpeed casts later; under
+    # ZeRO-3 each rank builds only its partition (zero3_init), never the whole model
     dtype = training_dtype(cfg.optim, dist)
-    model = load_model(model_path, dtype=dtype)
+    ds_config = deepspeed_config_for(cfg, dist)
+    with partitioned_loading(ds_config) as partitioned:
+        model = load_model(model_path, dtype=dtype)
     if cfg.optim.gradient_checkpointing:  # transformers 5 renamed it (the old name warns), as in sft.py
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
 
@@ -152,11 +157,14 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
     resumed = state.load(out_dir / "checkpoints", dist, log)
     if resumed is not None:
         path, model_state, opt_state, meta = resumed
-        model.load_state_dict(model_state)
+        if partitioned:
+            load_partitioned_state(model, model_state)
+        else:
+            model.load_state_dict(model_state)
         state.restore_controllers(algo, meta)
         loop = LoopState(meta["step"], meta["cursor"], meta["opt_step"], meta["counters"])
         log(f"rl: resuming from {path.name} (cursor {loop.cursor})")
-    model.to(dist.device).eval()
+    (model if partitioned else model.to(dist.device)).eval()  # zero.Init placed the partitions already
     optimizer = torch.optim.AdamW(
         param_groups(model, cfg.optim.weight_decay),
         lr=cfg.optim.lr,
@@ -173,7 +181,7 @@ def set_up(cfg, *, model_path, problems, val_problems, out_dir, log, progress,
             dist,
             dtype=dtype,
             policy_zero_stage=distributed.zero_stage(engine),
-            policy_ds_config=deepspeed_config_for(cfg, dist),
+            policy_ds_config=ds_config,
         )  # fmt: skip
         if algo.needs_ref()
         else (None, "none")

@@ -48,6 +48,7 @@ def train_rl(
     :class:`ares_cli.console.Progress` advanced per step, showing the current phase; ``prompt_lengths``: each
     problem's prompt tokens as the preparation counted them (not encoded again)."""
     from ares_cli.grading import GradingPool
+    from ares_cli.training.distributed import rank_share
     from ares_cli.training.rl import phases
     from ares_cli.training.rl.engines import sync_backend
     from ares_cli.training.rl.setup import set_up
@@ -68,9 +69,9 @@ def train_rl(
                      config=dataclasses.asdict(cfg))  # fmt: skip
     stop = min(cfg.steps, cfg.max_steps_this_run or cfg.steps)
 
+    workers = rank_share(cfg.grading.workers, run.dist.rank, run.dist.world_size)  # the run's, split
     with GradingPool(
-        cfg.grading.grader, workers=cfg.grading.workers, timeout_s=cfg.grading.timeout_s,
-        trust_code=cfg.grading.trust_grader_code,
+        cfg.grading.grader, workers=workers, timeout_s=cfg.grading.timeout_s, trust_code=cfg.grading.trust_grader_code,
     ) as pool:  # fmt: skip
         if loop.step == 0 and val_problems and 0 not in rows:
             rows.write({"step": 0, **phases.validate(run, pool, loop, 0)})
