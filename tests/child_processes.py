@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 
 import pytest
@@ -51,3 +52,13 @@ def run(cmd: list[str], *, env: dict[str, str], timeout: float, **kwargs) -> sub
     proc = start(cmd, env=env, **kwargs)
     ((out, err),) = wait_all([proc], timeout)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def two_rank_env(pythonpath: str, **extra: str) -> dict[str, str]:
+    """The environment of a 2-rank gloo launch on this host: a free port, one torch thread per rank,
+    ``pythonpath`` first on the path; each rank adds its own ``RANK`` and ``LOCAL_RANK``."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return os.environ | {"PYTHONPATH": pythonpath, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                         "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1", **extra}  # fmt: skip

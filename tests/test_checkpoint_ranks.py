@@ -5,8 +5,6 @@ rank 1 hashing nothing."""
 from __future__ import annotations
 
 import json
-import os
-import socket
 import sys
 from pathlib import Path
 
@@ -43,11 +41,7 @@ distributed.leave_process(0)
 def test_rank_zero_verifies_the_checkpoints_and_the_other_rank_takes_its_choice(tmp_path):
     script = tmp_path / "resume.py"
     script.write_text(SCRIPT)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = os.environ | {"PYTHONPATH": str(REPO), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                        "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}  # fmt: skip
+    env = child_processes.two_rank_env(str(REPO))
     procs = [child_processes.start([sys.executable, str(script), str(tmp_path / "ckpt")], cwd=REPO,
                                    env=env | {"RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(2)]  # fmt: skip
     outputs = child_processes.wait_all(procs, timeout=240)

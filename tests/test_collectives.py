@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import child_processes
 import pytest
 
 pytest.importorskip("torch")
@@ -28,11 +27,7 @@ print(json.dumps({"gathered": gathered, "broadcast": sent}))
 def test_all_gather_and_broadcast_json_on_two_ranks(tmp_path):
     script = tmp_path / "collectives.py"
     script.write_text(SCRIPT)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = os.environ | {"PYTHONPATH": str(REPO), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                        "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}  # fmt: skip
+    env = child_processes.two_rank_env(str(REPO))
     procs = [subprocess.Popen([sys.executable, str(script)], env=env | {"RANK": str(r), "LOCAL_RANK": str(r)},
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]  # fmt: skip
     outputs = [p.communicate(timeout=120) for p in procs]

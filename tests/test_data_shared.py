@@ -4,12 +4,11 @@ receives the same records, prompt lengths and input keys; a bad dataset fails ev
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import child_processes
 import pytest
 
 pytest.importorskip("torch")
@@ -49,12 +48,7 @@ print(json.dumps({"calls": calls, "ids": [p["id"] for p in out.train.records], "
 def _two_ranks(tmp_path, model, data) -> list[tuple[int, dict]]:
     script = tmp_path / "prepare.py"
     script.write_text(SCRIPT)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = os.environ | {"PYTHONPATH": str(REPO), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                        "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "OMP_NUM_THREADS": "1",
-                        "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
+    env = child_processes.two_rank_env(str(REPO), LOCAL_WORLD_SIZE="2", CUDA_VISIBLE_DEVICES="")
     procs = [subprocess.Popen([sys.executable, str(script), str(model), data, str(tmp_path / "art")],
                               env=env | {"RANK": str(r), "LOCAL_RANK": str(r)}, cwd=str(REPO),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]  # fmt: skip

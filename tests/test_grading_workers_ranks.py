@@ -4,8 +4,6 @@ torch) of an RL run with 3 workers start 2 and 1, not 3 each (PAEC's 16 on 8 ran
 from __future__ import annotations
 
 import json
-import os
-import socket
 import sys
 from pathlib import Path
 
@@ -46,11 +44,7 @@ def test_the_runs_grading_workers_are_split_across_its_ranks(tiny_model_dir, tmp
     script.write_text(SCRIPT)
     out = tmp_path / "out"
     out.mkdir()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = os.environ | {"PYTHONPATH": f"{REPO}:{REPO / 'tests'}", "MASTER_ADDR": "127.0.0.1",
-                        "MASTER_PORT": str(port), "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}  # fmt: skip
+    env = child_processes.two_rank_env(f"{REPO}:{REPO / 'tests'}")
     procs = [child_processes.start([sys.executable, str(script), str(tiny_model_dir), str(out), *SETS], cwd=REPO,
                                    merge_stderr=True, env=env | {"RANK": str(r), "LOCAL_RANK": str(r)})
              for r in range(2)]  # fmt: skip
