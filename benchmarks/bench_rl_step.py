@@ -22,11 +22,11 @@ def model_dir(tmp: Path) -> tuple[Path, str]:
     base = base_dir()
     if (Path(base) / "config.json").is_file():
         return Path(base), "toy-base"
-    from ares_cli.toy.model import ModelShape, build_model
+    from ares_cli.toy.model import ToyModelShape, build_model
     from ares_cli.toy.tokenizer import build_tokenizer
 
     tokenizer = build_tokenizer()
-    model = build_model(tokenizer, ModelShape(), seed=0)
+    model = build_model(tokenizer, ToyModelShape(), seed=0)
     model.save_pretrained(tmp / "model")
     tokenizer.save_pretrained(tmp / "model")
     return tmp / "model", "random toy-shaped Llama (no toy base yet)"

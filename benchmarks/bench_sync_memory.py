@@ -113,7 +113,7 @@ def main(argv: list[str]) -> None:
     import argparse
     import tempfile
 
-    from ares_cli.toy.model import ModelShape, build_model
+    from ares_cli.toy.model import ToyModelShape, build_model
     from ares_cli.toy.tokenizer import build_tokenizer
 
     ap = argparse.ArgumentParser()
@@ -123,7 +123,7 @@ def main(argv: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         tokenizer = build_tokenizer()
-        shape = ModelShape(hidden_size=a.hidden, num_layers=a.layers, num_heads=4, intermediate_size=4 * a.hidden,
+        shape = ToyModelShape(hidden_size=a.hidden, num_layers=a.layers, num_heads=4, intermediate_size=4 * a.hidden,
                            max_positions=256)  # fmt: skip
         build_model(tokenizer, shape, seed=0).save_pretrained(tmp / "model")
         tokenizer.save_pretrained(tmp / "model")

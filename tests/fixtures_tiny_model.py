@@ -49,11 +49,11 @@ def save_tiny_model(
     ``tokenizer="chars"``: the character-level tokenizer above (4 heads, 512 positions, tied head);
     ``"toy"``: the toy world's tokenizer and model builder (2 heads, 256 positions), as ``ares toy`` makes."""
     if tokenizer == "toy":
-        from ares_cli.toy.model import ModelShape, build_model
+        from ares_cli.toy.model import ToyModelShape, build_model
         from ares_cli.toy.tokenizer import build_tokenizer
 
         tok = build_tokenizer()
-        shape = ModelShape(hidden_size=hidden, num_layers=layers, num_heads=2, intermediate_size=2 * hidden,
+        shape = ToyModelShape(hidden_size=hidden, num_layers=layers, num_heads=2, intermediate_size=2 * hidden,
                            max_positions=256)  # fmt: skip
         build_model(tok, shape, seed=seed).save_pretrained(out_dir)
         tok.save_pretrained(out_dir)

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from ares_cli.toy.build import BuildConfig, base_dir, build_base, build_config
-from ares_cli.toy.model import ModelShape, build_model, count_parameters
+from ares_cli.toy.model import ToyModelShape, build_model, count_parameters
 from ares_cli.toy.tokenizer import build_tokenizer, save_tokenizer
 
-TINY = ModelShape(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_positions=512)
+TINY = ToyModelShape(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_positions=512)
 
 
 def test_tokenizer_round_trips_traces_and_renders_chat(tmp_path):

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ares_cli.errors import StageFailure
-from ares_cli.toy.model import ModelShape
+from ares_cli.toy.model import ToyModelShape
 from ares_cli.toy.tasks import format_problem, generate_all_splits, random_steps
 from ares_cli.toy.teacher import TeacherConfig, write_trace
 
@@ -35,7 +35,7 @@ class BuildConfig:
     verify_probs: tuple[float, ...] = (0.0, 0.0, 0.3, 0.7, 1.0)
     slip_base: float = 0.03
     slip_per_step: float = 0.02
-    shape: ModelShape = field(default_factory=ModelShape)
+    shape: ToyModelShape = field(default_factory=ToyModelShape)
 
     def as_dict(self) -> dict:
         data = asdict(self)

@@ -10,7 +10,7 @@ TOY_MAX_NEW_TOKENS = 400
 
 
 @dataclass(frozen=True)
-class ModelShape:
+class ToyModelShape:
     """Size of the tiny Llama (defaults give about 0.8 M parameters)."""
 
     hidden_size: int = 128
@@ -23,7 +23,7 @@ class ModelShape:
         return asdict(self)
 
 
-def llama_config(tokenizer, shape: ModelShape):
+def llama_config(tokenizer, shape: ToyModelShape):
     """A ``LlamaConfig`` for ``shape`` whose special token ids come from ``tokenizer``."""
     from transformers import LlamaConfig
 
@@ -45,7 +45,7 @@ def llama_config(tokenizer, shape: ModelShape):
     )
 
 
-def build_model(tokenizer, shape: ModelShape, seed: int):
+def build_model(tokenizer, shape: ToyModelShape, seed: int):
     """A freshly initialised ``LlamaForCausalLM`` (fp32), deterministic in ``seed``."""
     import torch
     from transformers import LlamaForCausalLM

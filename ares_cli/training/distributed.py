@@ -183,6 +183,8 @@ def deepspeed_config(
     Keys the file sets to ``"auto"`` (or leaves out) are filled; an explicit value that contradicts the SFT
     config is a usage error, so the run never trains with a batch other than the one in its manifest.
     """
+    from ares_cli.training.deepspeed_file import read_deepspeed_file
+
     path = Path(path)
     config = read_deepspeed_file(path)
     wanted = {
@@ -200,14 +202,6 @@ def deepspeed_config(
     config.setdefault("steps_per_print", 10**9)
     config.setdefault("wall_clock_breakdown", False)
     return config
-
-
-def read_deepspeed_file(path: str | Path) -> dict[str, Any]:
-    """The mapping in a DeepSpeed JSON/YAML file, read bounded and typed
-    (:func:`ares_cli.training.deepspeed_file.read_deepspeed_file`); InputError naming the file and field."""
-    from ares_cli.training.deepspeed_file import read_deepspeed_file as read
-
-    return read(path)
 
 
 def check_deepspeed_config(config: dict[str, Any], path: str | Path) -> dict[str, Any]:
