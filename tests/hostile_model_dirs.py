@@ -5,6 +5,7 @@ config, its safetensors header, its weights file), and the alarm-guarded ``ares`
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 from pathlib import Path
@@ -103,3 +104,62 @@ def edited(**changes) -> dict:
 
 
 DROP = object()
+
+
+# --- hostile files put into a model directory, and the plan that must refuse them
+
+
+def plan_eval(tmp: Path, model: Path):
+    return _ares(
+        tmp / "root",
+        "plan",
+        "eval",
+        "--model",
+        str(model),
+        "--suite",
+        "toy",
+        "--limit",
+        "2",
+        "--max-new-tokens",
+        "64",
+    )
+
+
+def _config_file(kind: str, path: Path) -> None:
+    path.unlink()
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "huge-sparse":
+        with path.open("wb") as fh:
+            fh.truncate(5 * GIB)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+
+
+def _weights_file(kind: str, path: Path) -> str:
+    """Replace the weights file with a hostile ``kind``; the words its refusal must hold."""
+    path.unlink()
+    if kind == "directory":
+        path.mkdir()
+        return "a directory"
+    if kind == "fifo":
+        os.mkfifo(path)
+        return "FIFO"
+    if kind == "sparse-huge":  # 8 GiB of holes: the length prefix reads 0, an empty header
+        with path.open("wb") as fh:
+            fh.truncate(8 * GIB)
+        return "not valid JSON"
+    path.symlink_to("/dev/zero")  # a character device
+    return "character device"
+
+
+def _index(model: Path, weight_map) -> None:
+    (model / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": weight_map})
+    )
+
+
+def _all_in(shard: str) -> dict:
+    return dict.fromkeys(toy_tensors(), shard)

@@ -241,7 +241,7 @@ def classify(call: dict, test_passed: bool) -> str:  # noqa: F811 (extends the c
 # tests/test_hostile_models.py runs each in-process call under an alarm that raises ModelInputHang, and the
 # FIFO / directory / sparse-file weights in a fresh interpreter the kernel ends 5 s after its imports
 # (SIGALRM, exit -14): either is a hang, not a traceback.
-HOSTILE_FILES += ("tests/test_hostile_models.py",)
+HOSTILE_FILES += ("tests/test_hostile_models.py", "tests/test_hostile_weights.py")
 MODEL_HANG_EXCEPTION = "ModelInputHang"
 MODEL_HANG_EXIT = -14  # -signal.SIGALRM: the watched subprocess ran past its 5 s
 _classify_without_model_hangs = classify

@@ -30,11 +30,16 @@ from hostile_model_dirs import (  # noqa: F401  (the builders; ModelInputHang na
     TOY,
     VL,
     ModelInputHang,
+    _all_in,
     _ares,
+    _config_file,
+    _index,
+    _weights_file,
     assert_refused,
     edited,
     header_bytes,
     model_dir,
+    plan_eval,
     toy_config,
     toy_tensors,
     write_weights,
@@ -128,22 +133,6 @@ def data(tmp_path_factory) -> Path:
                        [one_plus_one("p1"), one_plus_one("p2")])  # fmt: skip
 
 
-def plan_eval(tmp: Path, model: Path):
-    return _ares(
-        tmp / "root",
-        "plan",
-        "eval",
-        "--model",
-        str(model),
-        "--suite",
-        "toy",
-        "--limit",
-        "2",
-        "--max-new-tokens",
-        "64",
-    )
-
-
 @pytest.mark.parametrize(("config", "field"), [c[1:] for c in CONFIG_BAD], ids=[c[0] for c in CONFIG_BAD])
 def test_a_lying_config_field_is_refused_naming_it(tmp_path, config, field):
     model = model_dir(tmp_path, config=config)
@@ -156,19 +145,6 @@ def test_a_lying_config_field_is_refused_naming_it(tmp_path, config, field):
 def test_a_config_that_is_not_a_json_object_is_refused(tmp_path, raw, words):
     model = model_dir(tmp_path, raw_config=raw)
     assert_refused(plan_eval(tmp_path, model), str(model / "config.json"), words)
-
-
-def _config_file(kind: str, path: Path) -> None:
-    path.unlink()
-    if kind == "directory":
-        path.mkdir()
-    elif kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "huge-sparse":
-        with path.open("wb") as fh:
-            fh.truncate(5 * GIB)
-    elif kind == "device":
-        path.symlink_to("/dev/zero")
 
 
 @pytest.mark.parametrize(("kind", "words"), [("directory", "a directory"), ("fifo", "FIFO"),
@@ -259,77 +235,6 @@ def test_an_unreadable_header_is_refused_naming_the_weights_file(tmp_path, raw, 
     model = model_dir(tmp_path, weights=False)
     (model / "model.safetensors").write_bytes(raw)
     assert_refused(plan_eval(tmp_path, model), str(model / "model.safetensors"), words)
-
-
-# ------------------------------------------------------------------ weights files and shards
-
-
-def _weights_file(kind: str, path: Path) -> str:
-    """Replace the weights file with a hostile ``kind``; the words its refusal must hold."""
-    path.unlink()
-    if kind == "directory":
-        path.mkdir()
-        return "a directory"
-    if kind == "fifo":
-        os.mkfifo(path)
-        return "FIFO"
-    if kind == "sparse-huge":  # 8 GiB of holes: the length prefix reads 0, an empty header
-        with path.open("wb") as fh:
-            fh.truncate(8 * GIB)
-        return "not valid JSON"
-    path.symlink_to("/dev/zero")  # a character device
-    return "character device"
-
-
-WEIGHT_KINDS = ("directory", "fifo", "sparse-huge", "device")
-
-
-@pytest.mark.parametrize("kind", WEIGHT_KINDS)
-def test_weights_that_are_not_a_regular_file_are_refused_by_plan(tmp_path, kind):
-    model = model_dir(tmp_path)
-    words = _weights_file(kind, model / "model.safetensors")
-    assert_refused(plan_eval(tmp_path, model), str(model / "model.safetensors"), words)
-
-
-def _index(model: Path, weight_map) -> None:
-    (model / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {}, "weight_map": weight_map})
-    )
-
-
-def _all_in(shard: str) -> dict:
-    return dict.fromkeys(toy_tensors(), shard)
-
-
-SHARDS_BAD = [
-    ("index-names-missing-shard", {**_all_in("model.safetensors"), "model.norm.weight": "model-2.safetensors"}, "model-2.safetensors"),
-    ("index-shard-outside", {**_all_in("model.safetensors"), "model.norm.weight": "../x.safetensors"}, "../x.safetensors"),
-    ("index-map-a-list", ["model.safetensors"], "weight_map"),
-    ("index-omits-a-tensor", {k: v for k, v in _all_in("model.safetensors").items() if k != "model.norm.weight"}, "model.norm.weight"),
-    ("index-names-absent-tensor", {**_all_in("model.safetensors"), "model.ghost.weight": "model.safetensors"}, "model.ghost.weight"),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(("weight_map", "named"), [c[1:] for c in SHARDS_BAD], ids=[c[0] for c in SHARDS_BAD])
-def test_a_lying_shard_index_is_refused_naming_it(tmp_path, weight_map, named):
-    model = model_dir(tmp_path)
-    _index(model, weight_map)
-    assert_refused(plan_eval(tmp_path, model), str(model / "model.safetensors.index.json"), named)
-
-
-def test_a_tensor_held_by_two_shards_is_refused(tmp_path):
-    model = model_dir(tmp_path)
-    write_weights(model / "extra.safetensors", {"model.norm.weight": ([128], "F32")})
-    assert_refused(plan_eval(tmp_path, model), "model.norm.weight", "too")
-
-
-@pytest.mark.parametrize(("name", "kind", "words"), [("tokenizer.json", "fifo", "FIFO"),
-                                                     ("generation_config.json", "directory", "a directory"),
-                                                     ("tokenizer_config.json", "device", "character device")])  # fmt: skip
-def test_a_side_file_that_is_not_a_regular_file_is_refused(tmp_path, name, kind, words):
-    model = model_dir(tmp_path)
-    _config_file(kind, model / name)
-    assert_refused(plan_eval(tmp_path, model), str(model / name), words)
 
 
 # ------------------------------------------------------------------ the stages run the same check
