@@ -273,14 +273,35 @@ def deepspeed_ready():
 def _single_process_env() -> None:
     """Launcher variables for one process started without torchrun/deepspeed: DeepSpeed otherwise tries to
     discover an MPI world (and fails without mpi4py) instead of forming a group of one."""
-    import socket
-
     if "MASTER_PORT" not in os.environ:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
+        os.environ["MASTER_PORT"] = str(_free_port_below_ephemeral())
     for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
         os.environ.setdefault(key, value)
+
+
+def _free_port_below_ephemeral() -> int:
+    """A free local port below the kernel's ephemeral range: a port bound with ``bind(0)`` and released comes
+    from that range, where any process's outgoing connection (gloo's, another job's) may take it before the
+    process group listens on it (EADDRINUSE)."""
+    import random
+    import socket
+
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.SystemRandom()
+    for _ in range(64):
+        port = rng.randrange(20000, max(low, 20001))
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    with socket.socket() as sock:  # every probe taken: the kernel's choice
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def zero_stage(engine) -> int:
