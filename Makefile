@@ -9,7 +9,7 @@ TORCH_VERSION ?= 2.13.0
 ARES   := $(BIN)/ares
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-slow test-all coverage lint format demo demo-vl rehearse-paec rehearse-ares bench pipeline report clean help vllm-contract-wheels
+.PHONY: setup test test-slow test-all coverage coverage-tiers lint format demo demo-vl rehearse-paec rehearse-ares bench pipeline report clean help vllm-contract-wheels
 
 help:
 	@echo "make demo    set up and run the whole pipeline on the embedded toy world"
@@ -19,6 +19,7 @@ help:
 	@echo "make test    set up and run the fast tests (CPU, in parallel; the slow tier left out)"
 	@echo "make test-slow  the slow tier alone (multi-rank DeepSpeed, long end-to-end runs)"
 	@echo "make test-all   every non-GPU test (fast and slow)"
+	@echo "make coverage-tiers  line coverage of the fast tier against every non-GPU test, and what only the slow tier reaches"
 	@echo "make lint    ruff check + ruff format --check"
 	@echo "make bench   run benchmarks/ (JSON lines into benchmarks/results/)"
 	@echo "make pipeline PIPELINE=toy   run pipelines/<name>.yaml stage by stage"
@@ -41,9 +42,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# Tests in parallel (pytest-xdist, one worker per core; a test file stays on one worker), the slow tier
+# Tests in parallel (pytest-xdist, one worker per core; each test is its own unit of work, except that the
+# tests of a file sharing a module-scoped fixture stay on one worker: tests/conftest.py), the slow tier
 # (`-m slow`: multi-rank DeepSpeed runs and end-to-end runs whose lines faster tests also reach) left out.
-PYTEST := $(BIN)/python -m pytest -q --timeout=600 -n auto --dist loadfile
+PYTEST := $(BIN)/python -m pytest -q --timeout=600 -n auto --dist loadgroup
 test: $(STAMP)
 	$(PYTEST) -m "not gpu and not slow"
 
@@ -60,6 +62,20 @@ coverage: $(STAMP)
 	rm -rf build/coverage && mkdir -p build/coverage
 	$(BIN)/python -m coverage run -m pytest -q -m "not gpu" --timeout=600
 	$(BIN)/python -m coverage combine -q && $(BIN)/python -m coverage report --format=total
+
+# Coverage of each tier apart, then combined (no test runs twice): what the fast tier (`make test`) covers
+# against every non-GPU test, and the lines only the slow tier reaches (tests/coverage_tiers.py).
+COV_TIER = $(BIN)/python -m coverage run -m pytest -q --timeout=600 -n auto --dist loadgroup
+coverage-tiers: $(STAMP)
+	rm -rf build/cov-fast build/cov-slow build/cov-all && mkdir -p build/cov-fast build/cov-slow build/cov-all
+	-COVERAGE_FILE=$(CURDIR)/build/cov-fast/.coverage $(COV_TIER) -m "not gpu and not slow"
+	-COVERAGE_FILE=$(CURDIR)/build/cov-slow/.coverage $(COV_TIER) -m "slow and not gpu"
+	$(BIN)/python -m coverage combine -q --data-file=build/cov-fast/.coverage build/cov-fast
+	$(BIN)/python -m coverage combine -q --data-file=build/cov-slow/.coverage build/cov-slow
+	$(BIN)/python -m coverage combine -q --keep --data-file=build/cov-all/.coverage build/cov-fast/.coverage build/cov-slow/.coverage
+	$(BIN)/python -m coverage json -q --data-file=build/cov-fast/.coverage -o build/cov-fast.json
+	$(BIN)/python -m coverage json -q --data-file=build/cov-all/.coverage -o build/cov-all.json
+	$(BIN)/python tests/coverage_tiers.py build/cov-fast.json build/cov-all.json --json build/coverage-tiers.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check ares_cli tests benchmarks studies

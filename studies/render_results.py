@@ -17,7 +17,6 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,85 +76,12 @@ def marked_tables(text: str) -> list[MarkedTable]:
     return out
 
 
-# --- study summaries -------------------------------------------------------------------------------------
-
-
-def _mean_se(values: list[float]) -> tuple[float, float]:
-    n = len(values)
-    mean = sum(values) / n
-    var = sum((v - mean) ** 2 for v in values) / (n - 1) if n > 1 else float("nan")
-    return mean, (var / n) ** 0.5
-
-
-def _fmt(value: float, digits: int) -> str:
-    return f"{value:,.{digits}f}".replace("-", "−")
-
-
-def _fmt_pm(values: list[float], digits: int, signed: bool = False) -> str:
-    mean, se = _mean_se(values)
-    head = f"{'+' if signed and mean >= 0 else ''}{_fmt(mean, digits)}"
-    return f"{head} ± {_fmt(se, digits)}"
-
-
-def _signed(value: float, digits: int) -> str:
-    return f"{'+' if value >= 0 else ''}{_fmt(value, digits)}"
-
-
-@dataclass(frozen=True)
-class Row:
-    label: str  # as the doc prints it
-    key: str  # the quantity's label in the summary
-    digits: int
-
-
-@dataclass(frozen=True)
-class PairedTable:
-    """GRPO | arm | paired Δ | Δ per seed, one row per quantity of ``arm`` in a study summary."""
-
-    arm: str
-    header: str  # the doc's header row
-    rows: tuple[Row, ...]
-
-    def render(self, summary: dict) -> list[str]:
-        lines = [self.header, "|" + "---|" * len(cells(self.header))]
-        for row in self.rows:
-            entry = summary[self.arm][row.key]
-            seeds = sorted(set(entry["arm"]) & set(entry["grpo"]), key=int)
-            arm = [float(entry["arm"][s]) for s in seeds]
-            base = [float(entry["grpo"][s]) for s in seeds]
-            deltas = [a - b for a, b in zip(arm, base, strict=True)]
-            lines.append(
-                f"| {row.label} | {_fmt_pm(base, row.digits)} | {_fmt_pm(arm, row.digits)} | "
-                f"{_fmt_pm(deltas, row.digits, signed=True)} | "
-                + ", ".join(_signed(d, row.digits) for d in deltas)
-                + " |"
-            )
-        return lines
-
-
-LATE = "steps 31–60"  # the mechanism study's late window (60-step runs)
-STUDY_TABLES: dict[str, dict[str, Callable[[dict], list[str]] | PairedTable]] = {
-    "mechanisms.json": {
-        "aepo_shaping": PairedTable(
-            arm="aepo_shaping",
-            header="| quantity (steps 31–60) | GRPO | AEPO shaping | paired Δ | Δ per seed |",
-            rows=(
-                Row("hard bucket: N_HE per response", f"hard N_HE, {LATE}", 2),
-                Row("hard bucket: response length (tokens)", f"hard response length, {LATE}", 1),
-                Row("easy bucket: response length (tokens)", f"easy response length, {LATE}", 1),
-                Row("easy bucket: N_HE per response", f"easy N_HE, {LATE}", 3),
-                Row("medium bucket: N_HE per response", f"medium N_HE, {LATE}", 2),
-                Row("rollout accuracy", f"rollout accuracy, {LATE}", 3),
-            ),
-        ),
-    },
-}
-
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling module of benchmark renderers
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules of table renderers
 from render_bench import BENCH_TABLES  # noqa: E402
+from render_study import STUDY_TABLES as SUMMARY_TABLES  # noqa: E402
+from render_study import PairedTable, Row  # noqa: E402, F401  (Row: part of this module's interface)
 
-STUDY_TABLES.update(BENCH_TABLES)
+STUDY_TABLES = SUMMARY_TABLES | BENCH_TABLES  # every table a marker can name
 
 
 def render_source(source: str, results: Path = RESULTS) -> list[str]:

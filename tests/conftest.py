@@ -21,6 +21,21 @@ REPO = Path(__file__).resolve().parents[1]
 # Tiny test models run fastest on one thread; subprocesses (CLI runs, distributed tests) inherit this.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+SHARED_SCOPES = ("module", "class", "package")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under ``--dist loadgroup`` (``make test``) a test is its own unit of work, so the two workers stay
+    busy to the end, except that the tests of one file that share a module- or class-scoped fixture form
+    one unit (``xdist_group``: the fixture is built once, on one worker). Runs before xdist names the groups."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        if any(d.scope in SHARED_SCOPES for defs in info.name2fixturedefs.values() for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
 
 def built_once(tmp_path_factory, worker_id: str, name: str, build: Callable[[Path], None]) -> Path:
     """``build(directory)`` run once per test run, whichever pytest-xdist worker asks first (the others

@@ -104,3 +104,13 @@ def test_a_changed_seed_in_the_study_summary_is_caught(tmp_path):
     named = {p.split("column ")[-1].split(":")[0] for p in problems}
     assert len(problems) == 3 and all("'hard bucket: N_HE per response'" in p for p in problems), problems
     assert named == {"'AEPO shaping'", "'paired Δ'", "'Δ per seed'"}, named
+
+
+def test_aepo_kl_table_by_hand():
+    """KL / δ: GRPO's mean ratio, then AEPO's mean ± SE of the per-seed ratios; κ_d's final values."""
+    entry = {"delta": 0.01, "grpo": {"0": 0.02, "1": 0.04}, "arm": {"0": 0.01, "1": 0.03},
+             "kappa_final": {"0": 0.1, "1": 0.3}}  # fmt: skip
+    summary = {"aepo_kl": {d: entry for d in ("easy", "medium", "hard")}}
+    # GRPO 0.03 ± 0.01 (sd 0.01414 / sqrt 2); ratios 2, 4 -> mean 3.00; AEPO ratios 1, 3 -> 2.00 ± 1.00
+    row = render.render_source.__globals__["STUDY_TABLES"]["mechanisms.json"]["aepo_kl"](summary)[2]
+    assert row == "| easy | 0.01 | 0.0300 ± 0.0100 | 0.0200 ± 0.0100 | 3.00 → 2.00 ± 1.00 | 0.200 ± 0.100 |"
