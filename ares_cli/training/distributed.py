@@ -260,8 +260,8 @@ def deepspeed_ready():
     op builds there, "... built successfully") and its comm backend formed without the inference-only op."""
     os.environ.setdefault("DS_ACCELERATOR", "cpu" if not _cuda() else "cuda")
     if not is_initialized() and launched_ranks() == 1:
-        _single_process_env()
-        atexit.register(shutdown)  # the group DeepSpeed forms must not outlive the interpreter (see above)
+        _single_process_group()
+        atexit.register(shutdown)  # the group DeepSpeed uses must not outlive the interpreter (see above)
     import sys
 
     from ares_cli.training.deepspeed_ops import without_inference_shm_op
@@ -270,38 +270,18 @@ def deepspeed_ready():
         yield
 
 
-def _single_process_env() -> None:
-    """Launcher variables for one process started without torchrun/deepspeed: DeepSpeed otherwise tries to
-    discover an MPI world (and fails without mpi4py) instead of forming a group of one."""
-    if "MASTER_PORT" not in os.environ:
-        os.environ["MASTER_PORT"] = str(_free_port_below_ephemeral())
-    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
+def _single_process_group() -> None:
+    """A group of one for a process started without torchrun/deepspeed, formed in memory (a ``HashStore``):
+    no port is chosen, so no other process can hold it first (a TCP store's port, however chosen, could be
+    taken between choosing and listening: EADDRINUSE under parallel tests). DeepSpeed then uses this group
+    instead of discovering an MPI world (which fails without mpi4py); the launcher variables it reads for
+    the rank are set, MASTER_ADDR/MASTER_PORT are not needed."""
+    import torch.distributed as dist
+
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1")):
         os.environ.setdefault(key, value)
-
-
-def _free_port_below_ephemeral() -> int:
-    """A free local port below the kernel's ephemeral range: a port bound with ``bind(0)`` and released comes
-    from that range, where any process's outgoing connection (gloo's, another job's) may take it before the
-    process group listens on it (EADDRINUSE)."""
-    import random
-    import socket
-
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    rng = random.SystemRandom()
-    for _ in range(64):
-        port = rng.randrange(20000, max(low, 20001))
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-    with socket.socket() as sock:  # every probe taken: the kernel's choice
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    backend = "cpu:gloo,cuda:nccl" if _cuda() else "gloo"
+    dist.init_process_group(backend=backend, store=dist.HashStore(), rank=0, world_size=1)
 
 
 def zero_stage(engine) -> int:
