@@ -12,8 +12,10 @@ and best time, their ratio, and whether every row's tokens and log-probs are ide
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -54,7 +56,7 @@ def bench(model_dir: Path, args) -> dict:
             "ratio_preallocated_to_dynamic": round(med["preallocated"] / med["dynamic"], 3)}  # fmt: skip
 
 
-def main() -> None:
+def measure() -> dict:
     import torch
     from bench_rl_vs_trl import model_dir
 
@@ -73,6 +75,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             out["models"][name] = bench(model_dir(name, Path(tmp) / name), args)
+    return out
+
+
+def main() -> None:
+    # DeepSpeed logs to stdout when it is imported: stdout carries the JSON alone
+    with contextlib.redirect_stdout(sys.stderr):
+        out = measure()
     print(json.dumps(out, indent=2))
 
 

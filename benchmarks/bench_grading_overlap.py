@@ -18,6 +18,7 @@ overlap / after, and whether the two runs' metrics (times aside) are identical.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -62,7 +63,7 @@ def run(args, batch_size: int, overlap: bool, out: Path) -> tuple[dict, list[dic
     return {"step": mean("time/step"), "generate": mean("time/generate"), "grade": mean("time/grade")}, same
 
 
-def main() -> None:
+def measure() -> dict:
     import torch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -103,6 +104,13 @@ def main() -> None:
                 "metrics_identical": metrics["overlap"] == metrics["after"],
                 "step_ratio_per_rep": [round(a["step"] / b["step"], 3) for a, b in zip(reps["overlap"], reps["after"], strict=True)],
             }  # fmt: skip
+    return result
+
+
+def main() -> None:
+    # DeepSpeed logs to stdout when it is imported: stdout carries the JSON alone
+    with contextlib.redirect_stdout(sys.stderr):
+        result = measure()
     print(json.dumps(result, indent=2))
 
 

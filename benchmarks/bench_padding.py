@@ -105,6 +105,7 @@ def bench(args) -> dict:
         "response_len_mean": round(sum(r_len) / n, 1),
         "response_len_max": max(r_len),
         "token_budget": budget,
+        "micro_batch_rows": args.micro,
         "repeats": args.repeats,
         "modes": out,
     }

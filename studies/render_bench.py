@@ -139,9 +139,86 @@ def padding_budgets_table(report: dict) -> list[str]:
     )
 
 
+def auto_budget_table(report: dict) -> list[str]:
+    """bench_padding.py --micro N: the default ``auto`` budget against each fixed one and the old rule (one
+    micro-batch of ``micro_batch_size`` rows), as ratios to the fastest fixed budget of the same run."""
+    modes, rows = report["modes"], report["micro_batch_rows"]
+    fixed = {k: m for k, m in modes.items() if k.startswith("budget_")}
+    best = min(m["update_s"] for m in fixed.values())
+    lines = [
+        "| mode | micro-batches | padded fraction | update time | ratio to the fastest fixed budget |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    labelled = [("auto (default)", "`auto` (default)")]
+    labelled += [
+        (k, f"token budget {_num(int(k.split('_')[1]), 0)}") for k in sorted(fixed, key=lambda k: int(k[7:]))
+    ]
+    labelled.append(("rows", f"{rows} rows (the old rule)"))
+    for key, label in labelled:
+        m = modes[key]
+        lines.append(_row(label, str(m["micro_batches"]), f"{m['padded_fraction']:.3f}", f"{m['update_s']:.3f} s",
+                          f"{m['update_s'] / best:.2f}"))  # fmt: skip
+    return lines
+
+
+def rl_vs_trl_table(report: dict) -> list[str]:
+    """bench_rl_vs_trl.py: each model's median step, generation and training time on both sides, their ratios,
+    the per-rep step ratios and the paired response-length difference (same prompts, same steps)."""
+    lines = [
+        "| model | ares step | TRL step | step ratio (per rep) | generation | training | per token "
+        "| response tokens, ares − TRL |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, m in report["models"].items():
+        per_rep = ", ".join(f"{r:.2f}" for r in m["step_ratio_per_rep"])
+        diff = m["response_len_diff_ares_minus_trl"]
+        lines.append(_row(name, f"{m['median_s']['ares']['step']:.2f} s", f"{m['median_s']['trl']['step']:.2f} s",
+                          f"{m['ratio_ares_to_trl']['step']:.3f} ({per_rep})", f"{m['ratio_ares_to_trl']['generate']:.2f}",
+                          f"{m['ratio_ares_to_trl']['train']:.2f}", f"{m['step_per_token_ratio']:.2f}",
+                          f"{diff['mean']:+.2f} ± {diff['se']:.2f}"))  # fmt: skip
+    return lines
+
+
+def grading_overlap_table(report: dict) -> list[str]:
+    """bench_grading_overlap.py: exposed grading and step time, grading after generation against overlapped,
+    per decode-batch size (one row each), with the grading delay the run added per sample."""
+    delay = report["grade_delay_ms"]
+    grader = "`math_verify` on the toy's answers" if not delay else f"`math_verify` + {delay:g} ms per sample"
+    lines = [
+        "| grader | rows per decode batch | exposed grading, after → overlap | step, after → overlap | ratio "
+        "| metrics identical |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for size, m in report["by_batch_size"].items():
+        after, over = m["median_s"]["after"], m["median_s"]["overlap"]
+        reps = ", ".join(f"{r:.2f}" for r in m["step_ratio_per_rep"])
+        lines.append(_row(grader, f"{size} ({m['decode_batches_per_step']} batch{'es' if m['decode_batches_per_step'] != 1 else ''})",
+                          f"{after['grade']:.3f} → {over['grade']:.3f} s", f"{after['step']:.2f} → {over['step']:.2f} s",
+                          f"{m['ratio_overlap_to_after']['step']:.2f} ({reps})", "yes" if m["metrics_identical"] else "no"))  # fmt: skip
+    return lines
+
+
+def decode_cache_table(report: dict) -> list[str]:
+    """bench_decode_cache.py: the preallocated KV cache against transformers' growing one, per model."""
+    lines = [
+        "| model | tokens | preallocated (median) | growing `DynamicCache` (median) | ratio | tokens and log-probs identical |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for name, m in report["models"].items():
+        same = "yes" if m["identical_tokens"] and m["identical_logprobs"] else "no"
+        lines.append(_row(name, _num(m["tokens"], 0), f"{m['median_s']['preallocated']:.3f} s",
+                          f"{m['median_s']['dynamic']:.3f} s", f"{m['ratio_preallocated_to_dynamic']:.2f}", same))  # fmt: skip
+    return lines
+
+
 BENCH_TABLES: dict[str, dict[str, Callable[[dict], list[str]]]] = {
     "bench/memory.json": {"table": memory_table},
     "bench/token_stats.json": {"speed": token_stats_table},
     "bench/padding.json": {"table": padding_table},
     "bench/padding-128.json": {"table": padding_budgets_table},
+    "bench/auto-budget.json": {"table": auto_budget_table},
+    "bench/rl-vs-trl.json": {"table": rl_vs_trl_table},
+    "bench/grading-overlap.json": {"table": grading_overlap_table},
+    "bench/grading-overlap-30ms.json": {"table": grading_overlap_table},
+    "bench/decode-cache.json": {"table": decode_cache_table},
 }
