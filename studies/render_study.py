@@ -99,16 +99,34 @@ TOY_TEST = (
 )
 
 
-def _paec_rows(late: str, steps: int) -> tuple[Row, ...]:
-    return (
-        Row("H̄, relative change (first 10 → last 10 steps)", "H̄, relative change (first 10 → last 10 steps)", 3),
+def _paec_rows(late: str, steps: int, h_bar: bool = True) -> tuple[Row, ...]:
+    """PAEC's quantities; ``h_bar=False`` where the GRPO arm logs no H̄ (the 60-step study's GRPO runs through
+    AEPO's hooks, the long study's through PAEC's with α = λ_ent = 0)."""
+    rel = "relative change (first 10 → last 10 steps)"
+    floor = (
+        Row(f"H̄, {rel}", f"H̄, {rel}", 3),
         Row("H̄ / H_low, last 10 steps", "H̄ / H_low, last 10 steps", 3),
         Row(f"steps with H̄ ≥ H_low (of {steps})", "steps with H̄ ≥ H_low", 2),
-        Row("mean token entropy, relative change (first 10 → last 10 steps)",
-            "mean token entropy, relative change (first 10 → last 10 steps)", 3),
+    )
+    return (floor if h_bar else ()) + (
+        Row(f"mean token entropy, {rel}", f"mean token entropy, {rel}", 3),
         Row(f"mean token entropy, {late}", f"mean token entropy, {late}", 3),
         Row(f"rollout accuracy, {late}", f"rollout accuracy, {late}", 3),
     ) + TOY_TEST  # fmt: skip
+
+
+def paec_scope_table(summary: dict) -> list[str]:
+    """PAEC's two H̄ scopes (studies/paec_scope.py): the gate's activity under each reading, one run each."""
+    lines = [
+        "| `paec.hbar_scope` | optimiser steps with the gate open | RL steps where it opened | H_low |",
+        "|---|---|---|---|",
+    ]
+    for scope, run in summary["scopes"].items():
+        opened = run["rl_steps_gate_open"]
+        where = f"{len(opened)} of {run['steps']}" + (f" ({', '.join(map(str, opened))})" if opened else "")
+        h_low = "—" if run["h_low"] is None else f"{run['h_low']:.4f}"
+        lines.append(_row(f"`{scope}`", f"{100 * run['optimiser_steps_gate_open']:.1f} %", where, h_low))
+    return lines
 
 
 STUDY_TABLES: dict[str, dict[str, Callable[[dict], list[str]] | PairedTable]] = {
@@ -139,7 +157,7 @@ STUDY_TABLES: dict[str, dict[str, Callable[[dict], list[str]] | PairedTable]] = 
         "paec": PairedTable(
             arm="paec",
             header="| quantity (60 steps) | GRPO | PAEC (λ_ent = 10) | paired Δ | Δ per seed |",
-            rows=_paec_rows(LATE, 60),
+            rows=_paec_rows(LATE, 60, h_bar=False),
         ),
         "aer": PairedTable(
             arm="aer",
@@ -158,7 +176,7 @@ STUDY_TABLES: dict[str, dict[str, Callable[[dict], list[str]] | PairedTable]] = 
                 Row(
                     "hard prompts: correct per 1k generated tokens",
                     "hard-prompt correct per 1k generated tokens (whole run)",
-                    3,
+                    4,
                 ),
                 Row(
                     "all prompts: correct per 1k generated tokens",
@@ -170,6 +188,7 @@ STUDY_TABLES: dict[str, dict[str, Callable[[dict], list[str]] | PairedTable]] = 
             ),  # fmt: skip
         ),
     },
+    "paec-scope.json": {"gate": paec_scope_table},
     "paec-long.json": {
         "paec": PairedTable(
             arm="paec",

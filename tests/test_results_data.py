@@ -114,3 +114,26 @@ def test_aepo_kl_table_by_hand():
     # GRPO 0.03 ± 0.01 (sd 0.01414 / sqrt 2); ratios 2, 4 -> mean 3.00; AEPO ratios 1, 3 -> 2.00 ± 1.00
     row = render.render_source.__globals__["STUDY_TABLES"]["mechanisms.json"]["aepo_kl"](summary)[2]
     assert row == "| easy | 0.01 | 0.0300 ± 0.0100 | 0.0200 ± 0.0100 | 3.00 → 2.00 ± 1.00 | 0.200 ± 0.100 |"
+
+
+def test_paec_scope_summary_and_table_by_hand():
+    """Four RL steps whose gate was open on 0, 1/4, 0 and 1 of their optimiser steps: 31.25 % in all, at
+    steps 2 and 4."""
+    spec = importlib.util.spec_from_file_location("paec_scope", REPO / "studies" / "paec_scope.py")
+    scope = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scope)
+    rows = [
+        {"step": s, "paec/penalty_active": a, "paec/h_low": 0.057}
+        for s, a in ((1, 0), (2, 0.25), (3, 0), (4, 1))
+    ]
+    run = scope.summarize(rows)
+    assert run == {
+        "steps": 4,
+        "optimiser_steps_gate_open": 0.3125,
+        "rl_steps_gate_open": [2, 4],
+        "h_low": 0.057,
+    }
+    table = render.render_source.__globals__["STUDY_TABLES"]["paec-scope.json"]["gate"](
+        {"scopes": {"step": run}}
+    )
+    assert table[2] == "| `step` | 31.2 % | 2 of 4 (2, 4) | 0.0570 |"
