@@ -32,9 +32,9 @@ def test_strong_paec_relative_changes_follow_from_the_table():
     ]
     strong = paec[paec.index("**Ten times stronger**") :]
     deltas = [float(x) for x in _row(strong, "H̄, relative change (first 10 → last 10 steps)")[-1].split(",")]
-    stated = [
-        float(x) for x in re.search(r"ends ([\d.]+) %, ([\d.]+) % and ([\d.]+) % above", strong).groups()
-    ]
+    signed = r"([−+]?[\d.]+)"
+    found = re.search(rf"ends {signed} %, {signed} % and {signed} % from where it started", strong)
+    stated = [float(x.replace("−", "-")) for x in found.groups()]
     assert stated == pytest.approx(
         [100 * (d - g / 100) for g, d in zip(grpo, deltas, strict=True)], abs=0.051
     )
