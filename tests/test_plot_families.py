@@ -74,3 +74,25 @@ def test_a_passrate_artifact_draws_its_histogram_and_buckets(toy_store, tmp_path
     root, ids = toy_store
     art = Artifact(label="toy-base", kind="passrate", path=root / "passrate" / ids["passrate"])
     _assert_drawn(plot_passrate(art, tmp_path / "figures"), "toy-base-passrate")
+
+
+def test_the_report_page_of_the_toy_stores_artifacts_holds_every_figure_and_each_models_lineage(
+    toy_store, tmp_path
+):
+    """`ares report html` on artifact ids (no pipeline state): the base model's lineage tree, the passrate,
+    curate and eval figures inline, and the figures beside the page."""
+    from conftest import run_ares
+
+    root, ids = toy_store
+    page = tmp_path / "page" / "report.html"
+    targets = [ids[s] for s in ("toy-init", "passrate", "curate", "eval")]
+    out = json.loads(
+        run_ares("--json", "report", "html", *targets, "--out", str(page), root=root, process=False).stdout
+    )
+    text = page.read_text(encoding="utf-8")
+    assert out["path"] == str(page) and '<ul class="lineage">' in text and ids["toy-init"] in text
+    pngs = sorted(Path(p).name for p in out["figures"] if p.endswith(".png"))
+    assert any(n.endswith("-passrate.png") for n in pngs) and any("length_vs_passrate" in n for n in pngs), (
+        pngs
+    )
+    assert text.count("data:image/png;base64,") == len(pngs) and "No figures." not in text

@@ -59,8 +59,8 @@ def small_twin(tmp_path_factory, qwen_tokenizer_json):
     return root, out
 
 
-@pytest.mark.slow
 def test_toy_twin_writes_a_loadable_verified_artifact(small_twin):
+    """In the fast tier: the only test that reaches `ares toy twin` and the twin builder (coverage-tiers)."""
     from conftest import run_ares
 
     from ares_cli.models import load_model, load_tokenizer
