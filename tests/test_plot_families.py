@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from ares_cli.report.figure_helpers import Artifact
 from ares_cli.report.plot_passrate import plot_passrate
 from ares_cli.report.plot_rl import plot_run, plot_runs_compared
@@ -96,3 +98,51 @@ def test_the_report_page_of_the_toy_stores_artifacts_holds_every_figure_and_each
         pngs
     )
     assert text.count("data:image/png;base64,") == len(pngs) and "No figures." not in text
+
+
+def test_a_cold_start_run_draws_its_sft_panels(tmp_path):
+    rows = [
+        {"step": s, "loss": 1.0 / s, "lr": 1e-4 * s, "grad_norm": 0.5, "tokens_per_s": 900.0 + s}
+        for s in range(1, 6)
+    ]
+    art = _rl_artifact(tmp_path / "sft", "cold-start", rows)
+    written = plot_run(Artifact(label=art.label, kind="sft", path=art.path), tmp_path / "figures")
+    _assert_drawn(written, "cold-start-sft")
+    assert len(written) == 2
+
+
+def test_report_pipeline_and_html_read_a_state_directory(toy_store, tmp_path):
+    """`ares report pipeline STATE` and `ares report html STATE` on a state written here (the pipeline's copy
+    and each stage's `.id` file naming its artifact, as a rendered pipeline leaves them)."""
+    from conftest import run_ares
+
+    root, ids = toy_store
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "pipeline.yaml").write_text(
+        "name: mini\nstages:\n  base: {run: toy init}\n"
+        '  passrate: {run: passrate, args: {model: "@base", data: toy-train}}\n'
+        '  curate: {run: curate, args: {passrate: "@passrate"}}\n'
+        '  eval_base: {run: eval, args: {model: "@base", bench: toy-test}}\n'
+        "report: {compare: {base: eval_base}}\n",
+        encoding="utf-8",
+    )
+    for name, stage, kind in (("base", "toy-init", "toy-init"), ("passrate", "passrate", "passrate"),
+                              ("curate", "curate", "curate"), ("eval_base", "eval", "eval")):  # fmt: skip
+        (state / f"{name}.id").write_text(str(root / kind / ids[stage]) + "\n", encoding="utf-8")
+    text = json.loads(run_ares("--json", "report", "pipeline", str(state), root=root, process=False).stdout)
+    assert all(f"| {name} |" in text["markdown"] for name in ("base", "passrate", "curate", "eval_base")), (
+        text
+    )
+    out = json.loads(run_ares("--json", "report", "html", str(state), root=root, process=False).stdout)
+    assert out["path"] == str(state / "report.html") and (state / "report.html").is_file()
+
+
+def test_an_artifact_of_a_stage_without_figures_is_an_input_error_naming_its_manifest(tmp_path):
+    from ares_cli.errors import InputError
+    from ares_cli.report.figure_helpers import artifact_kind
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"stage": "toy-twin"}), encoding="utf-8")
+    with pytest.raises(InputError, match="no figures for stage 'toy-twin'") as err:
+        artifact_kind(tmp_path)
+    assert "manifest.json" in str(err.value)
