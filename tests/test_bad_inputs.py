@@ -203,6 +203,22 @@ def test_a_grader_that_fails_on_most_samples_fails_the_stage(tmp_path, files):
     assert not list((tmp_path / "artifacts").glob("passrate/passrate-*[!l]"))  # no complete artifact
 
 
+def test_the_error_rate_is_checked_mid_run_once_64_samples_are_graded(tmp_path):
+    """20 problems x 4 samples, 16 problems a chunk: the first chunk's 64 grades already stop the stage (the
+    check of ``ERROR_CHECK_MIN_SAMPLES`` inside the sampling loop), before the last chunk is generated."""
+    ids = [f"p{n}" for n in range(20)]
+    data = _jsonl(tmp_path / "problems.jsonl", [_problem(pid) for pid in ids])
+    replay = _jsonl(tmp_path / "replay.jsonl", [
+        {"problem_id": pid, "sample_idx": i, "response": "\\boxed{2}"} for pid in ids for i in range(4)
+    ])  # fmt: skip
+    args = ["passrate", "--data", str(data), "--backend", "replay", "--set", f"replay_file={replay}", "-k", "4",
+            "--set", "chunk_problems=16", "--grader", f"{__name__}:broken_grader", "--trust-grader-code"]  # fmt: skip
+    result = CliRunner().invoke(app, ["--artifacts-root", str(tmp_path / "artifacts"), *args])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 1, text
+    assert "failed on 64 of 64 samples (100%, over max_grade_error_rate 0.1)" in text
+
+
 @pytest.mark.parametrize(
     ("grader", "fragment"),
     [("os:system", "'os' is a standard-library module"), ("json:loads", "standard-library"),

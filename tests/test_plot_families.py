@@ -146,3 +146,21 @@ def test_an_artifact_of_a_stage_without_figures_is_an_input_error_naming_its_man
     with pytest.raises(InputError, match="no figures for stage 'toy-twin'") as err:
         artifact_kind(tmp_path)
     assert "manifest.json" in str(err.value)
+
+
+def test_two_rl_runs_among_the_artifacts_get_the_comparison_figure(tmp_path):
+    from ares_cli.report.figures import plot_artifacts
+
+    arts = [_rl_artifact(tmp_path / f"r{i}", f"run{i}", _metric_rows()) for i in range(2)]
+    names = {p.name for p in plot_artifacts(arts, tmp_path / "figures")}
+    assert {"run0-training.png", "run1-training.png", "rl-compared.png"} <= names, names
+
+
+def test_a_lineage_input_that_is_a_plain_file_is_named_by_its_file():
+    from ares_cli.report.html import _tree
+
+    item = _tree({"path": "/data/problems.jsonl", "role": "data", "sha256": "ab" * 32})
+    assert (
+        item
+        == '<li><span class="role">data:</span> <code>problems.jsonl</code> <span class="sha">abababababab</span></li>'
+    )
