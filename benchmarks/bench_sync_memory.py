@@ -111,24 +111,33 @@ def summary(records: list[dict]) -> dict:
 
 def main(argv: list[str]) -> None:
     import argparse
-    import tempfile
-
-    from ares_cli.toy.model import ToyModelShape, build_model
-    from ares_cli.toy.tokenizer import build_tokenizer
+    import contextlib
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=4)
     a = ap.parse_args(argv)
+    # DeepSpeed logs to stdout when it is imported: stdout carries the JSON alone
+    with contextlib.redirect_stdout(sys.stderr):
+        records = measure(a.hidden, a.layers)
+    print(json.dumps({"bench": "sync_memory", "hidden": a.hidden, "layers": a.layers, **summary(records)}))
+
+
+def measure(hidden: int, layers: int) -> list[dict]:
+    """Build the toy-shaped model (``hidden`` wide, ``layers`` deep) and run the 2-rank sync on it."""
+    import tempfile
+
+    from ares_cli.toy.model import ToyModelShape, build_model
+    from ares_cli.toy.tokenizer import build_tokenizer
+
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         tokenizer = build_tokenizer()
-        shape = ToyModelShape(hidden_size=a.hidden, num_layers=a.layers, num_heads=4, intermediate_size=4 * a.hidden,
-                           max_positions=256)  # fmt: skip
+        shape = ToyModelShape(hidden_size=hidden, num_layers=layers, num_heads=4, intermediate_size=4 * hidden,
+                              max_positions=256)  # fmt: skip
         build_model(tokenizer, shape, seed=0).save_pretrained(tmp / "model")
         tokenizer.save_pretrained(tmp / "model")
-        records = launch(tmp / "model", tmp / "out", 2, [], tmp)
-    print(json.dumps({"bench": "sync_memory", "hidden": a.hidden, "layers": a.layers, **summary(records)}))
+        return launch(tmp / "model", tmp / "out", 2, [], tmp)
 
 
 if __name__ == "__main__":

@@ -112,7 +112,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = args.model
         if model_dir is None:
-            from ares_cli.toy.twins import build_twin
+            from ares_cli.rehearsal.twins import build_twin
 
             model_dir = str(Path(tmp) / "twin")
             build_twin(args.twin, model_dir, layers=args.layers)

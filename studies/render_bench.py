@@ -211,6 +211,39 @@ def decode_cache_table(report: dict) -> list[str]:
     return lines
 
 
+def sync_memory_table(report: dict) -> list[str]:
+    """bench_sync_memory.py: the bytes held whole on a rank during the vLLM weight sync under ZeRO-3."""
+    lines = [
+        "| model | ranks × syncs | parameters | policy (bytes) | largest parameter (bytes) "
+        "| whole before a sync | peak extra during a sync |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    model = f"toy-shaped Llama, hidden {report['hidden']}, {report['layers']} layers"
+    lines.append(_row(model, f"{report['ranks']} × {report['syncs'] // report['ranks']}",
+                      _num(report["parameters"], 0), _num(report["policy_bytes"], 0),
+                      _num(report["largest_parameter_bytes"], 0), _num(report["held_before_sync_bytes"], 0),
+                      _num(report["peak_extra_bytes"], 0)))  # fmt: skip
+    return lines
+
+
+ZERO3_PATHS = {"whole": "built whole (before)", "partitioned": "built partitioned, `zero.Init` (now)"}
+
+
+def zero3_load_table(report: dict) -> list[str]:
+    """bench_zero3_load.py: parameter bytes each rank holds after loading under ZeRO-3 and after
+    ``deepspeed.initialize`` (exact), and the growth of its peak resident set (MiB), per path and rank."""
+    lines = [
+        "| load path | rank | parameter bytes after the load | after `initialize` | peak RSS growth: load "
+        "| load + `initialize` |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in report["rows"]:
+        lines.append(_row(ZERO3_PATHS[row["path"]], str(row["rank"]), _num(row["held_after_load_bytes"], 0),
+                          _num(row["held_after_initialize_bytes"], 0), f"{_num(row['peak_rss_load_mib'], 0)} MiB",
+                          f"{_num(row['peak_rss_start_mib'], 0)} MiB"))  # fmt: skip
+    return lines
+
+
 BENCH_TABLES: dict[str, dict[str, Callable[[dict], list[str]]]] = {
     "bench/memory.json": {"table": memory_table},
     "bench/token_stats.json": {"speed": token_stats_table},
@@ -221,4 +254,6 @@ BENCH_TABLES: dict[str, dict[str, Callable[[dict], list[str]]]] = {
     "bench/grading-overlap.json": {"table": grading_overlap_table},
     "bench/grading-overlap-30ms.json": {"table": grading_overlap_table},
     "bench/decode-cache.json": {"table": decode_cache_table},
+    "bench/sync-memory.json": {"table": sync_memory_table},
+    "bench/zero3-load.json": {"table": zero3_load_table},
 }

@@ -1,7 +1,8 @@
 """The study tables of docs/results.md, rendered from the stored study summaries in studies/results/.
 
 Each entry of :data:`STUDY_TABLES` maps a stored summary (``mechanisms.json``, ``paec-long.json``: the
-``summary.json`` that ``studies/summarize_mechanisms.py`` writes for a study) and a section name to the doc's
+``summary.json`` that ``studies/summarize_mechanisms.py`` writes for a study; ``recipes.json``, that of
+``studies/summarize_recipes.py``) and a section name to the doc's
 table; ``studies/render_results.py`` checks and rewrites the marked tables with them. Every cell is a mean ±
 standard error over the seeds, or one seed's paired difference (arm − GRPO of the same seed).
 """
@@ -129,6 +130,41 @@ def paec_scope_table(summary: dict) -> list[str]:
     return lines
 
 
+RECIPES = (  # the recipes study's arms (studies/recipes.yaml): recipe file and ARES table 5 row
+    ("aepo", "toy-aepo.yaml", "ARES (full)"),
+    ("aepo_shaping_only", "toy-aepo-shaping-only.yaml", "Cold Start + Entropy Shaping"),
+    ("aepo_kl_only", "toy-aepo-kl-only.yaml", "Cold Start + Dynamic KL"),
+    ("aepo_neither", "toy-aepo-neither.yaml", "Cold Start + GRPO"),
+    ("grpo", "toy-grpo.yaml", "—"),
+    ("paec", "toy-paec.yaml", "—"),
+)
+
+
+def recipes_table(summary: dict) -> list[str]:
+    """The 80-step toy recipes (studies/summarize_recipes.py): toy-val before → after and toy-test avg@K /
+    pass@K as means over seeds, and the paired per-problem difference against the baseline arm, pooled over
+    seeds (± SE over problems) and per seed."""
+    first = next(iter(summary["arms"].values()))
+    avg, pas = (next(k for k in first if k.startswith(p)) for p in ("avg@", "pass@"))
+    lines = [
+        f"| recipe | ARES table 5 row | toy-val before → after | toy-test {avg} | {pas} | "
+        f"Δ {avg} vs {summary['baseline']} (± SE) | Δ per seed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for arm, recipe, row in RECIPES:
+        e = summary["arms"][arm]
+        pooled, per_seed = e["delta_pooled"], e["delta_per_seed"].values()
+        delta = (
+            "0" if arm == summary["baseline"] else f"{_signed(pooled['delta'], 3)} ± {_fmt(pooled['se'], 3)}"
+        )
+        lines.append(
+            _row(f"`{recipe}`", row, f"{_fmt(e['val_before']['mean'], 4)} → {_fmt(e['val_after']['mean'], 4)}",
+                 _fmt(e[avg]["mean"], 3), _fmt(e[pas]["mean"], 3), delta,
+                 ", ".join(_signed(d["delta"], 3) for d in per_seed))
+        )  # fmt: skip
+    return lines
+
+
 STUDY_TABLES: dict[str, dict[str, Callable[[dict], list[str]] | PairedTable]] = {
     "mechanisms.json": {
         "aepo_shaping": PairedTable(
@@ -189,6 +225,7 @@ STUDY_TABLES: dict[str, dict[str, Callable[[dict], list[str]] | PairedTable]] = 
         ),
     },
     "paec-scope.json": {"gate": paec_scope_table},
+    "recipes.json": {"table5": recipes_table},
     "paec-long.json": {
         "paec": PairedTable(
             arm="paec",

@@ -6,7 +6,8 @@ Jobs are ``ares rl`` / ``ares eval`` subprocesses, ``parallel`` at a time with `
 (two one-thread runs share two cores). Seeds run in order (seed 0 of every arm first), so a study cut short
 still holds complete pairs. Killing the runner loses nothing: ``ares rl`` resumes a partial artifact and
 returns a finished one, so the same command picks up where it stopped. ``<out>/index.json`` maps
-arm -> seed -> {"rl": id, "eval": id}; each job's output is in ``<out>/logs/``.
+arm -> seed -> {"rl": id, "eval": id}; each job's output is in ``<out>/logs/``. A spec's ``val_data`` (optional)
+is passed to every ``ares rl`` as ``--val-data``, for recipes that validate during the run.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     def job(arm: str, seed: int) -> str:
         rl = ARES + ["-q", "rl", "-m", model, "-d", spec["data"], "--config", spec["arms"][arm],
                      "--set", f"seed={seed}"]  # fmt: skip
+        if spec.get("val_data"):
+            rl += ["--val-data", spec["val_data"]]
         art = _run(rl, out / "logs" / f"{arm}-s{seed}.rl.log", threads)
         record(arm, seed, "rl", art)
         if ev and arm in ev.get("arms", spec["arms"]):

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from ares_cli.errors import UsageError
-from ares_cli.rehearsal.twins import TWINS, twin_config, twin_layers
+from ares_cli.rehearsal.twins import TWINS, twin_config, twin_layers, twin_parameters
+
+PERFORMANCE_DOC = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
 
 PUBLISHED = {  # name: (hidden, intermediate, heads, kv heads, full layers, vocab, tied, context)
     "qwen2.5-math-1.5b": (1536, 8960, 12, 2, 28, 151936, True, 4096),
@@ -47,6 +49,37 @@ def test_layers_default_to_two_and_full_depth_for_the_measurement_twin():
         twin_layers("llama-3-8b", 2)
 
 
+def _count(n: int) -> str:
+    """A parameter count as the doc prints it: 327 M, 1.56 G."""
+    return f"{n / 1e9:.2f} G" if n >= 1e9 else f"{n / 1e6:.0f} M"
+
+
+def test_the_performance_doc_twin_table_is_the_twins_configuration():
+    """docs/performance.md's twin table: every twin, its source, vocabulary, tying and parameter count at its
+    default depth (counted on the meta device) as the configuration gives them."""
+    lines = PERFORMANCE_DOC.read_text(encoding="utf-8").splitlines()
+    head = lines.index("| twin | source | kept | parameters (default depth) | vocabulary | tied |")
+    rows = {}
+    for line in lines[head + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = cells
+    assert sorted(rows) == sorted(TWINS)
+    for name, (_, source, kept, params, vocab, tied) in rows.items():
+        spec, text = TWINS[name], TWINS[name].text
+        assert source == spec.repo, name
+        assert (
+            kept.startswith(f"{twin_layers(name, None)} of {spec.full_layers}")
+            or kept == f"all {spec.full_layers}"
+        )
+        assert params == _count(twin_parameters(name)), name
+        assert vocab == f"{text['vocab_size']:,}" and tied == (
+            "yes" if text["tie_word_embeddings"] else "no"
+        ), name
+    assert _count(326_970_880) == "327 M" and _count(1_556_113_920) == "1.56 G"
+
+
 @pytest.fixture(scope="module")
 def small_twin(tmp_path_factory, qwen_tokenizer_json):
     """``ares toy twin qwen2.5-0.5b --layers 2`` through the CLI: 151,936-token vocabulary, tied, 14/2 heads."""
@@ -69,6 +102,7 @@ def test_toy_twin_writes_a_loadable_verified_artifact(small_twin):
     model_dir = f"{out['path']}/model"
     info = json.loads(open(f"{model_dir}/twin.json").read())
     assert info["twin"] == "qwen2.5-0.5b" and info["layers"] == 2 and info["source"] == "Qwen/Qwen2.5-0.5B"
+    assert info["parameters"] == twin_parameters("qwen2.5-0.5b", 2)  # the meta-device count is the built one
     assert json.loads(open(f"{model_dir}/config.json").read())["dtype"] == "bfloat16"
     generation = json.loads(open(f"{model_dir}/generation_config.json").read())
     assert generation["max_new_tokens"] == 2048 and generation["eos_token_id"] == 151643

@@ -160,6 +160,18 @@ def twin_config(name: str, layers: int | None = None):
     )  # fmt: skip
 
 
+def twin_parameters(name: str, layers: int | None = None) -> int:
+    """Parameter count of twin ``name`` at ``layers`` (default depth when None), counted on the meta device:
+    the model's modules are built without allocating or initialising a weight."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    auto = AutoModelForImageTextToText if twin_spec(name).kind == "vl" else AutoModelForCausalLM
+    with torch.device("meta"):
+        model = auto.from_config(twin_config(name, layers), dtype=torch.bfloat16)
+    return sum(p.numel() for p in model.parameters())
+
+
 def build_twin(name: str, out_dir: str | Path, *, layers: int | None = None, seed: int = 0) -> dict[str, Any]:
     """Build twin ``name`` into ``out_dir`` (model in bf16, tokenizer, and for VL the processor, all with
     ``save_pretrained``, plus ``twin.json``); returns what ``twin.json`` holds."""
