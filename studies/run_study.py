@@ -7,7 +7,8 @@ Jobs are ``ares rl`` / ``ares eval`` subprocesses, ``parallel`` at a time with `
 still holds complete pairs. Killing the runner loses nothing: ``ares rl`` resumes a partial artifact and
 returns a finished one, so the same command picks up where it stopped. ``<out>/index.json`` maps
 arm -> seed -> {"rl": id, "eval": id}; each job's output is in ``<out>/logs/``. A spec's ``val_data`` (optional)
-is passed to every ``ares rl`` as ``--val-data``, for recipes that validate during the run.
+is passed to every ``ares rl`` as ``--val-data``, for recipes that validate during the run. An arm is a recipe
+path, or ``{config: PATH, set: [KEY=VALUE, ...]}`` for one reading of a recipe (each item one ``--set``).
 """
 
 from __future__ import annotations
@@ -32,10 +33,23 @@ def load_spec(path: Path) -> dict:
     for key in ("name", "model", "data", "seeds", "arms"):
         if key not in spec:
             raise SystemExit(f"{path}: missing key {key!r}")
-    for arm, recipe in spec["arms"].items():
+    for arm, entry in spec["arms"].items():
+        recipe, sets = arm_recipe(entry)
         if not (ROOT / recipe).is_file():
             raise SystemExit(f"{path}: arm {arm!r}: no recipe at {recipe}")
+        if not all(isinstance(x, str) and "=" in x for x in sets):
+            raise SystemExit(f"{path}: arm {arm!r}: set must be a list of KEY=VALUE strings, got {sets!r}")
     return spec
+
+
+def arm_recipe(entry) -> tuple[str, list[str]]:
+    """(recipe path, ``--set`` overrides) of one arm: a recipe path, or ``{config: PATH, set: [KEY=VALUE]}``."""
+    if isinstance(entry, str):
+        return entry, []
+    if isinstance(entry, dict) and isinstance(entry.get("config"), str) and set(entry) <= {"config", "set"}:
+        sets = entry.get("set", [])
+        return entry["config"], list(sets) if isinstance(sets, list) else [sets]
+    raise SystemExit(f"an arm is a recipe path or {{config: PATH, set: [KEY=VALUE, ...]}}, got {entry!r}")
 
 
 def model_id(spec: dict) -> str:
@@ -84,8 +98,11 @@ def main(argv: list[str] | None = None) -> int:
             tmp.replace(index_path)
 
     def job(arm: str, seed: int) -> str:
-        rl = ARES + ["-q", "rl", "-m", model, "-d", spec["data"], "--config", spec["arms"][arm],
+        recipe, sets = arm_recipe(spec["arms"][arm])
+        rl = ARES + ["-q", "rl", "-m", model, "-d", spec["data"], "--config", recipe,
                      "--set", f"seed={seed}"]  # fmt: skip
+        for override in sets:
+            rl += ["--set", override]
         if spec.get("val_data"):
             rl += ["--val-data", spec["val_data"]]
         art = _run(rl, out / "logs" / f"{arm}-s{seed}.rl.log", threads)
@@ -93,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         if ev and arm in ev.get("arms", spec["arms"]):
             cmd = ARES + ["-q", "eval", "--model", art, "--bench", ev["bench"], "-k", str(ev["k"]),
                           "--seed", str(seed), "--max-new-tokens", str(ev["max_new_tokens"])]  # fmt: skip
-            if ev.get("limit"):
-                cmd += ["--limit", str(ev["limit"])]
+            for key in ("limit", "temperature", "top_p"):  # optional; the eval's defaults otherwise
+                if ev.get(key) is not None:
+                    cmd += [f"--{key.replace('_', '-')}", str(ev[key])]
             record(arm, seed, "eval", _run(cmd, out / "logs" / f"{arm}-s{seed}.eval.log", threads))
         return f"{arm} seed {seed}: {art}"
 

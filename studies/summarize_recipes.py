@@ -25,14 +25,32 @@ from ares_cli.report.compare import load_eval, paired_difference, problem_accura
 from ares_cli.report.figure_helpers import read_rows  # noqa: E402
 from ares_cli.report.study import mean_se  # noqa: E402
 
+RUN_MEANS = ("accuracy", "entropy", "response_len", "aepo/shaping_abs_mean", "paec/penalty_active")
 
-def val_endpoints(rows: list[dict], where: str) -> tuple[float, float, int]:
-    """(val accuracy at step 0, at the last validated step, that step) of one run's metric rows."""
+
+def run_means(rows: list[dict]) -> dict[str, float]:
+    """Whole-run means of the training metrics in :data:`RUN_MEANS` the run logged (rollout accuracy,
+    token entropy, response length, AEPO's mean |R − R_acc|, PAEC's fraction of optimiser steps with the
+    penalty on), and PAEC's H̄ over its first and last 10 steps."""
+    out = {}
+    for key in RUN_MEANS:
+        values = [float(r[key]) for r in rows if isinstance(r.get(key), int | float)]
+        if values:
+            out[key] = sum(values) / len(values)
+    h_bar = [
+        float(r["paec/h_bar_step"]) for r in sorted(rows, key=lambda r: r["step"]) if "paec/h_bar_step" in r
+    ]
+    if len(h_bar) >= 20:
+        out["paec/h_bar_first10"], out["paec/h_bar_last10"] = sum(h_bar[:10]) / 10, sum(h_bar[-10:]) / 10
+    return out
+
+
+def val_by_step(rows: list[dict], where: str) -> dict[int, float]:
+    """Validation accuracy per validated step of one run's metric rows (step 0 = before training)."""
     val = {int(r["step"]): float(r["val/accuracy"]) for r in rows if "val/accuracy" in r}
     if 0 not in val or len(val) < 2:
         raise SystemExit(f"{where}: needs validation at step 0 and after it (steps with val: {sorted(val)})")
-    last = max(val)
-    return val[0], val[last], last
+    return dict(sorted(val.items()))
 
 
 def pooled_difference(per_seed: dict[int, tuple[dict, dict]]) -> dict[str, float]:
@@ -53,6 +71,7 @@ def summarize(index: dict, baseline: str) -> dict:
         raise SystemExit(f"index has no {baseline!r} arm to pair with (arms: {sorted(index)})")
     runs: dict[str, dict[int, dict]] = {}
     accuracy: dict[str, dict[int, dict[str, float]]] = {}  # arm -> seed -> problem -> accuracy
+    sampling: set[tuple] = set()  # (temperature, top_p, max_new_tokens) of every eval: one setting only
     for arm, seeds in index.items():
         for seed, ids in seeds.items():
             if "eval" not in ids:
@@ -60,17 +79,31 @@ def summarize(index: dict, baseline: str) -> dict:
             rl, ev = ROOT / ids["rl"], ROOT / ids["eval"]
             verify_enclosing(rl)
             verify_enclosing(ev)
-            before, after, last = val_endpoints(read_rows(rl / "metrics.jsonl"), f"{ids['rl']}/metrics.jsonl")
+            rows = read_rows(rl / "metrics.jsonl")
+            val = val_by_step(rows, f"{ids['rl']}/metrics.jsonl")
+            last = max(val)
             _, result, _, samples = load_eval(ev)
+            config = json.loads((ev / "manifest.json").read_text(encoding="utf-8"))["config"]
+            sampling.add((config["temperature"], config["top_p"], config["max_new_tokens"]))
             k = int(result["overall"]["k"])
             runs.setdefault(arm, {})[int(seed)] = {
-                "rl": ids["rl"], "eval": ids["eval"], "val_before": before, "val_after": after, "val_step": last,
+                "rl": ids["rl"], "eval": ids["eval"], "val_before": val[0], "val_after": val[last], "val_step": last,
+                "val_by_step": {str(step): acc for step, acc in val.items()},
                 f"avg@{k}": result["overall"][f"avg@{k}"], f"pass@{k}": result["overall"][f"pass@{k}"],
-                "len_mean": result["overall"]["len_mean"],
+                "len_mean": result["overall"]["len_mean"], "run_means": run_means(rows),
             }  # fmt: skip
             accuracy.setdefault(arm, {})[int(seed)] = problem_accuracy(samples)
+    if len(sampling) != 1:
+        raise SystemExit(f"the evals sampled with different settings (temperature, top_p, max_new_tokens): "
+                         f"{sorted(sampling)}")  # fmt: skip
+    ((temperature, top_p, max_new_tokens),) = sampling
     seeds = sorted(runs[baseline])
-    out: dict = {"baseline": baseline, "seeds": seeds, "arms": {}}
+    out: dict = {
+        "baseline": baseline,
+        "seeds": seeds,
+        "arms": {},
+        "eval_sampling": {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens},
+    }
     for arm, by_seed in runs.items():
         if sorted(by_seed) != seeds:
             raise SystemExit(f"{arm}: seeds {sorted(by_seed)}, the baseline has {seeds}: unpaired runs")
@@ -79,7 +112,13 @@ def summarize(index: dict, baseline: str) -> dict:
         entry["delta_per_seed"] = {str(s): paired_difference(*pairs[s]) for s in seeds}
         entry["delta_pooled"] = pooled_difference(pairs)
         for key in [k for k in by_seed[seeds[0]] if k.startswith(("avg@", "pass@", "val_", "len_"))]:
-            entry[key] = mean_se(by_seed[s][key] for s in seeds)
+            if key not in ("val_by_step", "run_means"):
+                entry[key] = mean_se(by_seed[s][key] for s in seeds)
+        steps = set.intersection(*(set(by_seed[s]["val_by_step"]) for s in seeds))
+        entry["val_by_step"] = {st: mean_se(by_seed[s]["val_by_step"][st] for s in seeds)
+                                for st in sorted(steps, key=int)}  # fmt: skip
+        logged = set.intersection(*(set(by_seed[s]["run_means"]) for s in seeds))
+        entry["run_means"] = {k: mean_se(by_seed[s]["run_means"][k] for s in seeds) for k in sorted(logged)}
         out["arms"][arm] = entry
     return out
 
